@@ -1,0 +1,76 @@
+"""Command line: ``python -m dynamics run --model canonical --beta 2 --t-end 5 --out run.csv``.
+
+Every :class:`~dynamics.settings.Settings` parameter is a flag spelled with
+dashes (``--n-tokens``, ``--init-attention``). Without ``--out`` the CSV goes to
+stdout; ``--summary`` prints a JSON summary instead. Bad flags or values exit
+with status 2 and a message naming the parameter and its range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import param
+
+from .settings import Settings
+from .trajectory import simulate
+
+
+def _flag_type(p):
+    if isinstance(p, param.Integer):
+        return int
+    if isinstance(p, param.Number):
+        return float
+    return str
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """An argument parser whose flags come from :class:`Settings`."""
+    parser = argparse.ArgumentParser(prog="python -m dynamics",
+                                     description="Nonequilibrium attention dynamics.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="simulate one model and write its diagnostics")
+    group = run.add_argument_group("settings")
+    for name in Settings.names():
+        p = Settings.param[name]
+        kw = {"type": _flag_type(p), "default": None, "help": f"{p.doc} (default {p.default!r})"}
+        if isinstance(p, param.Selector):
+            kw["choices"] = p.objects
+        group.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
+    run.add_argument("--t-end", type=float, default=10.0, help="final time (default 10)")
+    run.add_argument("--every", type=int, default=1, help="record every n-th step (default 1)")
+    run.add_argument("--out", help="output file: .csv, or .nc for NetCDF (default: CSV on stdout)")
+    run.add_argument("--summary", action="store_true", help="print a JSON summary")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.out:
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            parser.error(f"--out {args.out!r}: folder {folder!r} does not exist or is not writable")
+    given = {k: v for k, v in vars(args).items() if k in Settings.names() and v is not None}
+    try:
+        settings = Settings(**given)
+        trajectory = simulate(settings, t_end=args.t_end, every=args.every)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.out:
+        try:
+            if args.out.endswith((".nc", ".netcdf")):
+                trajectory.to_netcdf(args.out)
+            else:
+                trajectory.to_csv(args.out)
+        except OSError as err:
+            print(f"error: cannot write --out {args.out!r}: {err.strerror or err}", file=sys.stderr)
+            return 1
+    if args.summary:
+        print(json.dumps(trajectory.summary(), indent=2))
+    elif not args.out:
+        sys.stdout.write(trajectory.to_csv())
+    return 0

@@ -1,0 +1,107 @@
+"""Scores, softmax attention and the free energy (MODEL.md §1-§2).
+
+Every function works on whole matrices (rows are receiving tokens ``i``, columns
+source tokens ``j``) with no Python loop over tokens. Logarithms of attention are
+taken from logits, never from ``A`` itself, so nothing underflows to ``log 0``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+
+def scores(X, M):
+    """Query-key scores ``S = X M Xᵀ`` (MODEL.md §1).
+
+    Parameters
+    ----------
+    X : ndarray, shape (N, d)
+    M : ndarray, shape (d, d)
+
+    Returns
+    -------
+    ndarray, shape (N, N)
+    """
+    return (X @ M) @ X.T
+
+
+def log_rowsoftmax(Z):
+    """Row-wise log-softmax of logits, shape (N, N) → (N, N)."""
+    Z = np.asarray(Z, dtype=float)
+    return Z - logsumexp(Z, axis=1, keepdims=True)
+
+
+def rowsoftmax(Z):
+    """Row-wise softmax with max-subtraction, shape (N, N) → (N, N)."""
+    E = np.exp(Z - Z.max(axis=1, keepdims=True))
+    return E / E.sum(axis=1, keepdims=True)
+
+
+def softmax_attention(S, beta):
+    """Softmax attention ``A* = rowsoftmax(βS)`` (MODEL.md §1)."""
+    return rowsoftmax(beta * S)
+
+
+def entropy_rows(A, log_a=None):
+    """Row entropies ``−Σ_j A_ij log A_ij``, shape (N,)."""
+    log_a = np.log(A) if log_a is None else log_a
+    return -np.sum(A * log_a, axis=1)
+
+
+def free_energy(A, S, beta, log_a=None):
+    """Free energy ``F(A; X) = Σ_i [−Σ_j A_ij S_ij + (1/β) Σ_j A_ij log A_ij]`` (§1).
+
+    Parameters
+    ----------
+    A : ndarray, shape (N, N)
+        Row-stochastic, strictly positive attention.
+    S : ndarray, shape (N, N)
+        Scores.
+    beta : float
+    log_a : ndarray, shape (N, N), optional
+        ``log A`` (pass it when known from logits).
+    """
+    return float(-np.sum(A * S) - np.sum(entropy_rows(A, log_a)) / beta)
+
+
+def potential(S, beta):
+    """Log-sum-exp potential ``Φ = −(1/β) Σ_i logsumexp_j(βS_ij)`` = min of F (§1)."""
+    return float(-np.sum(logsumexp(beta * S, axis=1)) / beta)
+
+
+def kl_rows(log_p, log_q):
+    """``KL(P_i ‖ Q_i)`` per row from log-probabilities, shape (N,); clipped at 0."""
+    P = np.exp(log_p)
+    return np.maximum(np.sum(P * (log_p - log_q), axis=1), 0.0)
+
+
+def marginal_costs(log_a, S, beta):
+    """Marginal costs ``C = ∂F/∂A = −S + (1/β)(1 + log A)`` (§2), shape (N, N)."""
+    return -S + (1.0 + log_a) / beta
+
+
+def row_centred(C, A):
+    """``C_ij − C̄_i`` with ``C̄_i = Σ_k A_ik C_ik``."""
+    return C - np.sum(A * C, axis=1, keepdims=True)
+
+
+def fisher_rao_velocity(A, C, gamma):
+    """Attention flow ``dA/dt = −γ A ⊙ (C − C̄)`` (§2), shape (N, N)."""
+    return -gamma * A * row_centred(C, A)
+
+
+def dissipation_rate(A, C, gamma):
+    """``D = γ Σ_i Σ_j A_ij (C_ij − C̄_i)² ≥ 0`` (§2)."""
+    return float(gamma * np.sum(A * row_centred(C, A) ** 2))
+
+
+def row_variance(A, W):
+    """``Σ_i Var_{A_i}(W_i)``: summed row variances of ``W`` under ``A``."""
+    Wc = row_centred(W, A)
+    return float(np.sum(A * Wc * Wc))
+
+
+def oscillation(V):
+    """Row oscillation ``osc(v) = max_j v_j − min_j v_j``, shape (N, N) → (N,)."""
+    return V.max(axis=1) - V.min(axis=1)

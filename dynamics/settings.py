@@ -1,0 +1,209 @@
+"""One declaration of every setting: bounds, default and a one-line doc.
+
+The widgets of the dashboard, the CLI flags, the URL query parameters and the
+validation of presets all come from :class:`Settings`; nothing is declared twice.
+A value out of bounds is refused with a ``ValueError`` naming the parameter and
+its range.
+"""
+
+from __future__ import annotations
+
+import math
+
+import param
+
+PART_I_MODELS = (
+    "attention",
+    "canonical",
+    "value_matching",
+    "cotangent_lift",
+    "reduced",
+    "transformer",
+)
+PART_II_MODELS = (
+    "linear",
+    "linear_accelerated",
+    "softmax_first_order",
+    "softmax_inertial",
+    "softmax_momentum",
+)
+MODELS = PART_I_MODELS + PART_II_MODELS
+_NUM = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
+_FLOAT_LIST = rf"^{_NUM}(?:,{_NUM})*$"
+PATHS = ("static", "rotation", "oscillation", "drift", "switch", "converging")
+
+
+def _range_text(bounds, inclusive) -> str:
+    lo, hi = bounds
+    left = "[" if inclusive[0] else "("
+    right = "]" if inclusive[1] else ")"
+    lo_s = "-inf" if lo is None else f"{lo:g}"
+    hi_s = "inf" if hi is None else f"{hi:g}"
+    return f"{left}{lo_s}, {hi_s}{right}"
+
+
+class _RangeMessage:
+    """Mixin: out-of-range errors name the parameter and its whole range."""
+
+    def _validate_bounds(self, val, bounds, inclusive_bounds):
+        if bounds is None or (val is None and self.allow_None) or callable(val):
+            return
+        lo, hi = bounds
+        ok = not (isinstance(val, float) and not math.isfinite(val))
+        if ok and lo is not None:
+            ok = val >= lo if inclusive_bounds[0] else val > lo
+        if ok and hi is not None:
+            ok = val <= hi if inclusive_bounds[1] else val < hi
+        if not ok:
+            raise ValueError(
+                f"{self.name} must be in {_range_text(bounds, inclusive_bounds)}, "
+                f"got {val!r}"
+            )
+
+
+class Number(_RangeMessage, param.Number):
+    """A bounded real setting."""
+
+
+class Integer(_RangeMessage, param.Integer):
+    """A bounded integer setting."""
+
+
+class Settings(param.Parameterized):
+    """Every setting of a simulation (MODEL.md Parts I and II)."""
+
+    model = param.Selector(
+        default="canonical", objects=list(MODELS),
+        doc="Which dynamics to run (MODEL.md §6-§8 and §10-§13).",
+    )
+    n_tokens = Integer(
+        default=8, bounds=(2, 1024), softbounds=(2, 128),
+        doc="Number of tokens N.",
+    )
+    dim = Integer(
+        default=4, bounds=(1, 128), softbounds=(1, 32),
+        doc="Feature dimension d.",
+    )
+    beta = Number(
+        default=1.0, bounds=(1e-3, 1e3),
+        doc="Inverse temperature β of softmax and free energy.",
+    )
+    gamma = Number(
+        default=1.0, bounds=(1e-3, 1e4),
+        doc="Relaxation rate γ of the Fisher-Rao attention flow.",
+    )
+    mass = Number(
+        default=1.0, bounds=(1e-2, 1e2),
+        doc="Token mass m in the kinetic energy ‖P‖²/(2m).",
+    )
+    kappa = Number(
+        default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
+        doc="Value-matching strength κ (MODEL.md §7b).",
+    )
+    confinement = Number(
+        default=2.0, bounds=(0.0, 1e3), softbounds=(0.0, 20.0),
+        doc="Confining potential strength k in (k/2)‖X‖² (0 = none).",
+    )
+    path = param.Selector(
+        default="rotation", objects=list(PATHS),
+        doc="Prescribed feature path of the attention-only model (MODEL.md §6).",
+    )
+    omega = Number(
+        default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
+        doc="Angular speed ω of the rotation and oscillation paths.",
+    )
+    amplitude = Number(
+        default=0.5, bounds=(0.0, 10.0),
+        doc="Amplitude δ of the oscillation/drift paths and size of the switch.",
+    )
+    switch_time = Number(
+        default=2.0, bounds=(0.0, 1e3), softbounds=(0.0, 10.0),
+        doc="Time t_s at which the switch path jumps from X_0 to X_1.",
+    )
+    settle_rate = Number(
+        default=1.0, bounds=(1e-3, 1e2), softbounds=(0.01, 10.0),
+        doc="Rate μ at which the converging path settles to X_∞.",
+    )
+    init_attention = param.Selector(
+        default="uniform", objects=["uniform", "softmax", "random"],
+        doc="Initial attention A(0): uniform 1/N, softmax A*(X_in) or random positive.",
+    )
+    init_momentum = param.Selector(
+        default="zero", objects=["zero", "random"],
+        doc="Initial momenta P(0): zero or random Gaussian.",
+    )
+    dt = Number(
+        default=0.01, bounds=(1e-5, 1.0), softbounds=(1e-4, 0.1),
+        doc="Fixed time step h of the streaming integrator.",
+    )
+    seed = Integer(
+        default=0, bounds=(0, 2**32 - 1), softbounds=(0, 1000),
+        doc="Random seed of the initial features, momenta, M and W_V.",
+    )
+    # --- Part II: inertial attention lab (MODEL.md §10-§13) -----------------
+    damping = param.Selector(
+        default="constant", objects=["constant", "nesterov"],
+        doc="Damping schedule α(t): constant c, or Nesterov-like r/(t + t0) + c.",
+    )
+    alpha = Number(
+        default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
+        doc="Damping constant c of the accelerated and inertial models.",
+    )
+    nesterov_r = Number(
+        default=3.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
+        doc="Coefficient r of the Nesterov damping r/(t + t0).",
+    )
+    nesterov_t0 = Number(
+        default=1.0, bounds=(1e-3, 1e2), softbounds=(0.01, 10.0),
+        doc="Start time t0 > 0 of the Nesterov damping.",
+    )
+    kernel_diag = param.String(
+        default="1", regex=_FLOAT_LIST,
+        doc="Diagonal of the kernel matrix A ≻ 0: one value or d comma-separated values.",
+    )
+    value_diag = param.String(
+        default="1", regex=_FLOAT_LIST,
+        doc="Diagonal of the value matrix V = Vᵀ: one value or d comma-separated values.",
+    )
+    matrix_draw = param.Selector(
+        default="diagonal", objects=["diagonal", "random"],
+        doc="A and V diagonal as given, or rotated by one random orthogonal matrix.",
+    )
+    cloud = param.Selector(
+        default="gaussian", objects=["gaussian", "student_t", "uniform_ellipsoid"],
+        doc="Distribution of the initial token cloud (whitened to the chosen S(0)).",
+    )
+    second_moment = Number(
+        default=0.5, bounds=(1e-3, 1e2), softbounds=(0.01, 5.0),
+        doc="Initial second moment: S(0) = s0 I.",
+    )
+    layer_h = Number(
+        default=0.05, bounds=(1e-4, 1.0), softbounds=(0.001, 0.5),
+        doc="Step h of the discrete attention layers (effective depth L·h).",
+    )
+    theta = Number(
+        default=10.0, bounds=(1e-3, 1e6), softbounds=(0.1, 1000.0),
+        doc="Threshold θ on the directional second moment for the layer-crossing test.",
+    )
+    norm_limit = Number(
+        default=1e6, bounds=(1.0, 1e12),
+        doc="A run whose feature norm exceeds this stops as diverged.",
+    )
+
+    @property
+    def relaxation_rate(self) -> float:
+        """λ = γ/β, the decay rate of the logits (MODEL.md §3)."""
+        return self.gamma / self.beta
+
+    def values(self) -> dict:
+        """The settings as a plain ``{name: value}`` dict."""
+        return {k: v for k, v in self.param.values().items() if k != "name"}
+
+    def copy(self, **changes) -> "Settings":
+        """A new ``Settings`` with the same values and ``changes`` applied."""
+        return Settings(**{**self.values(), **changes})
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The names of all settings, in declaration order."""
+        return [k for k in cls.param if k != "name"]

@@ -1,0 +1,388 @@
+"""The stepping engine of Part I (MODEL.md §3-§9, Part III).
+
+:class:`Simulation` advances one model with a fixed step and reports
+:class:`~dynamics.frame.Frame` objects. Part II models are handed to
+:class:`dynamics.inertial.engine.InertialEngine` behind the same interface.
+
+Schemes (all order 2, stiff-safe in the logits):
+
+* ``attention`` — the exact logit step of §3 on the prescribed path; work and
+  dissipation are integrated along its Strang companion (relax h/2, move the scores
+  with A frozen, relax h/2), which is exact for frozen scores at any ``λh``.
+* ``canonical``, ``value_matching``, ``cotangent_lift`` — Strang splitting:
+  relax the logits for h/2 with frozen effective scores, move ``(X, P)`` for h with
+  ``A`` frozen (velocity Verlet, or Heun for the cotangent lift), relax for h/2.
+* ``reduced`` — velocity Verlet with ``A = A*(X)`` (symplectic).
+* ``transformer`` — Heun's method on ``Ẋ = A*(X) X W_Vᵀ``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import energy as en
+from .frame import DIVERGED, FAILED, RUNNING, Frame
+from .initial import draw_initial_data
+from .integrators import centre_rows, exp_trapezoid, heun, logit_step, relax, verlet
+from .models import (
+    Problem,
+    effective_scores,
+    feature_velocity,
+    hamiltonian,
+    kinetic_energy,
+    momentum_force,
+    reduced_force,
+    transformer_velocity,
+)
+from .paths import FeaturePath
+from .settings import PART_II_MODELS, Settings
+
+#: Settings whose change restarts a run; every other change continues from the
+#: current state (quench and anneal experiments).
+RESTART_SETTINGS = (
+    "model", "n_tokens", "dim", "seed", "path", "omega", "amplitude", "switch_time",
+    "settle_rate", "init_attention", "init_momentum", "kernel_diag", "value_diag",
+    "matrix_draw", "cloud", "second_moment",
+)
+#: Settings entering the energy; a change re-bases the energy balance at that time.
+ENERGY_SETTINGS = ("beta", "gamma", "mass", "kappa", "confinement")
+
+#: Columns of every Part I trajectory table, in order.
+DIAGNOSTICS = (
+    "t", "free_energy", "potential", "hamiltonian", "kinetic_energy",
+    "dissipation_rate", "dissipated", "work", "kl", "kl_target", "kl_bound",
+    "energy_residual", "entropy_mean", "min_attention", "row_sum_error",
+    "feature_norm",
+)
+#: Diagnostics that a model does not define; they are reported as NaN.
+NOT_APPLICABLE = {
+    "value_matching": ("kl_bound",),
+    "cotangent_lift": ("kl_bound",),
+    "transformer": ("energy_residual",),
+}
+
+
+@dataclass(frozen=True)
+class State:
+    """The state of a Part I run at time ``t`` (arrays are never modified in place)."""
+
+    t: float
+    X: np.ndarray  # (N, d) features
+    P: np.ndarray  # (N, d) momenta (zeros for first-order models)
+    Z: np.ndarray  # (N, N) attention logits, row maximum 0
+    A: np.ndarray  # (N, N) rowsoftmax(Z)
+    S: np.ndarray  # (N, N) scores at X
+    S_dot: np.ndarray  # (N, N) dS/dt (attention and canonical models), else zeros
+    B: np.ndarray  # (N,) tracking bound of §4
+    dissipated: float = 0.0
+    work: float = 0.0
+
+
+def _score_rate(X, X_dot, M):
+    """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ`` (§6), shape (N, N)."""
+    XdM = X_dot @ M
+    return XdM @ X.T + (X @ M) @ X_dot.T
+
+
+class Simulation:
+    """A stepping engine for streaming one model of MODEL.md.
+
+    Parameters
+    ----------
+    settings : Settings, optional
+        The settings; changed between steps, β, γ, m, κ, k and dt continue from
+        the current state, while the settings in :data:`RESTART_SETTINGS` restart.
+    **values
+        Setting values, used when ``settings`` is not given.
+
+    Examples
+    --------
+    >>> sim = Simulation(Settings(model="canonical", beta=2.0))
+    >>> frame = sim.step(100)
+    >>> round(frame.t, 6)
+    1.0
+    """
+
+    def __init__(self, settings: Settings | None = None, **values):
+        self.settings = settings if settings is not None else Settings(**values)
+        self.reset()
+
+    # -- public interface -------------------------------------------------
+    @property
+    def t(self) -> float:
+        """Current time."""
+        return self._engine.t if self._engine is not None else self.state.t
+
+    @property
+    def model(self) -> str:
+        return self._built["model"]
+
+    def reset(self) -> Frame:
+        """Restart from the initial state of the current settings."""
+        s = self.settings
+        self._built = {k: getattr(s, k) for k in RESTART_SETTINGS}
+        self._energy_key = {k: getattr(s, k) for k in ENERGY_SETTINGS}
+        self.status, self.message, self.diverged_at = RUNNING, "", None
+        self._engine = None
+        if s.model in PART_II_MODELS:
+            from .inertial.engine import InertialEngine
+
+            self._engine = InertialEngine(s)
+            return self.frame()
+        self._init_part_one()
+        return self.frame()
+
+    def step(self, n: int = 1) -> Frame:
+        """Advance ``n`` steps (fewer if the run diverges) and return the latest frame."""
+        self.advance(n)
+        return self.frame()
+
+    def advance(self, n: int = 1) -> None:
+        """Advance ``n`` steps without building a frame."""
+        if int(n) != n or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        self._sync_settings()
+        if self._engine is not None:
+            self._engine.advance(int(n))
+            self.status, self.message = self._engine.status, self._engine.message
+            self.diverged_at = self._engine.diverged_at
+            return
+        for _ in range(int(n)):
+            if self.status != RUNNING:
+                return
+            self._advance_one()
+
+    def frame(self) -> Frame:
+        """The frame of the current state, with every diagnostic of §9."""
+        if self._engine is not None:
+            return self._engine.frame()
+        return self._frame()
+
+    # -- construction -----------------------------------------------------
+    def _problem(self) -> Problem:
+        s = self.settings
+        return Problem(
+            M=self._data.M, W_V=self._data.W_V, beta=s.beta, gamma=s.gamma,
+            mass=s.mass, kappa=s.kappa, confinement=s.confinement,
+        )
+
+    def _init_part_one(self):
+        s = self.settings
+        self._data = data = draw_initial_data(s.n_tokens, s.dim, s.seed)
+        self.prob = prob = self._problem()
+        self.path = FeaturePath(
+            kind=s.path, X0=data.X, Y=data.Y, Q=data.Q, omega=s.omega,
+            amplitude=s.amplitude, switch_time=s.switch_time, settle_rate=s.settle_rate,
+        )
+        N, d = data.X.shape
+        X, X_dot = self.path(0.0) if s.model == "attention" else (data.X, np.zeros((N, d)))
+        P = data.P.copy() if (s.init_momentum == "random" and s.model in _MOMENTUM_MODELS) \
+            else np.zeros((N, d))
+        S = en.scores(X, prob.M)
+        if s.model in ("reduced", "transformer") or s.init_attention == "softmax":
+            Z = prob.beta * S
+        elif s.init_attention == "uniform":
+            Z = np.zeros((N, N))
+        else:
+            Z = data.Z
+        Z = Z - Z.max(axis=1, keepdims=True)
+        if s.model == "canonical":
+            X_dot = P / prob.mass
+        S_dot = _score_rate(X, X_dot, prob.M)
+        W = Z - prob.beta * S
+        B = en.oscillation(W) if s.model in ("attention", "canonical") else np.zeros(N)
+        self.state = State(t=0.0, X=X, P=P, Z=Z, A=en.rowsoftmax(Z), S=S, S_dot=S_dot, B=B)
+        self._energy0 = self._energy(self.state)
+        self._residual_offset = 0.0
+
+    def _sync_settings(self):
+        s = self.settings
+        if any(getattr(s, k) != v for k, v in self._built.items()):
+            self.reset()
+            return
+        key = {k: getattr(s, k) for k in ENERGY_SETTINGS}
+        if key != self._energy_key and self._engine is None:
+            # Re-base the balance so the residual stays continuous across the change.
+            before = self._residual(self.state)
+            self._energy_key = key
+            self.prob = self._problem()
+            self._energy0 = self._energy(self.state)
+            self._residual_offset = before - self._residual(self.state) + self._residual_offset
+            if self.model in ("reduced", "transformer"):
+                Z = self.prob.beta * self.state.S
+                Z = Z - Z.max(axis=1, keepdims=True)
+                self.state = replace(self.state, Z=Z, A=en.rowsoftmax(Z))
+
+    # -- stepping ---------------------------------------------------------
+    def _advance_one(self):
+        h = self.settings.dt
+        try:
+            with np.errstate(over="raise", invalid="raise", divide="raise"):
+                new = _STEPPERS[self.model](self, self.state, h)
+        except FloatingPointError as err:
+            self._diverge(self.state.t + h, f"non-finite value ({err})")
+            return
+        norm = float(np.sqrt(np.sum(new.X * new.X)))
+        if not (np.isfinite(norm) and np.isfinite(new.Z.sum())
+                and np.isfinite(new.dissipated + new.work)):
+            self._diverge(new.t, "non-finite value")
+        elif norm > self.settings.norm_limit:
+            self._diverge(new.t, f"feature norm {norm:.3g} exceeds {self.settings.norm_limit:g}")
+        else:
+            self.state = new
+
+    def _diverge(self, t, why):
+        self.status, self.diverged_at = DIVERGED, float(t)
+        self.message = f"diverged at t = {t:.4g}: {why}; the run stopped (Reset to start again)"
+
+    def _step_attention(self, st: State, h: float) -> State:
+        prob, path = self.prob, self.path
+        beta, lam = prob.beta, prob.relaxation_rate
+        jump = next((ts for ts in path.jumps if st.t < ts <= st.t + h * (1 + 1e-9)), None)
+        if jump is not None:
+            h = jump - st.t
+        t1 = jump if jump is not None else st.t + h
+        X1, X1_dot = path(np.nextafter(t1, -np.inf) if jump is not None else t1)
+        S1 = en.scores(X1, prob.M)
+        S1_dot = _score_rate(X1, X1_dot, prob.M)
+        Z1 = logit_step(st.Z, st.S, S1, beta, lam, h)
+        # Work and dissipation along the Strang companion of the step.
+        Zh, Ah, d1 = relax(st.Z, st.S, beta, lam, h / 2, st.A)
+        work = -float(np.sum(Ah * (S1 - st.S)))
+        _, _, d2 = relax(Zh, S1, beta, lam, h / 2, Ah)
+        w0, w1 = exp_trapezoid(lam, h)
+        B = np.exp(-lam * h) * st.B + beta * (w0 * en.oscillation(st.S_dot)
+                                              + w1 * en.oscillation(S1_dot))
+        A1 = en.rowsoftmax(Z1)
+        if jump is not None:  # the jump does work with attention frozen
+            X1, X1_dot = path(t1)
+            S_new = en.scores(X1, prob.M)
+            work -= float(np.sum(A1 * (S_new - S1)))
+            B = B + beta * en.oscillation(S_new - S1)
+            S1, S1_dot = S_new, _score_rate(X1, X1_dot, prob.M)
+        return State(t=t1, X=X1, P=st.P, Z=Z1, A=A1, S=S1, S_dot=S1_dot, B=B,
+                     dissipated=st.dissipated + d1 + d2, work=st.work + work)
+
+    def _relax_half(self, X, P, Z, A, S, h):
+        """Relax logits for ``h`` with the effective scores frozen at their midpoint."""
+        prob, model = self.prob, self.model
+        S_hat = effective_scores(model, prob, X, P, A, S)
+        if model == "value_matching":  # Ŝ depends on A: frozen at a predicted midpoint
+            E_mid = np.exp(-prob.relaxation_rate * h / 2)
+            Z_mid = prob.beta * S_hat + E_mid * centre_rows(Z - prob.beta * S_hat)
+            S_hat = effective_scores(model, prob, X, P, en.rowsoftmax(Z_mid), S)
+        return relax(Z, S_hat, prob.beta, prob.relaxation_rate, h, A)
+
+    def _step_hamiltonian(self, st: State, h: float) -> State:
+        prob, model = self.prob, self.model
+        Z, A, d1 = self._relax_half(st.X, st.P, st.Z, st.A, st.S, h / 2)
+        if model == "cotangent_lift":
+            X1, P1 = heun(
+                (st.X, st.P),
+                lambda y: (feature_velocity(model, prob, y[0], y[1], A),
+                           momentum_force(model, prob, y[0], y[1], A)),
+                h,
+            )
+        else:
+            X1, P1 = verlet(st.X, st.P, lambda X: momentum_force(model, prob, X, None, A),
+                            prob.mass, h)
+        S1 = en.scores(X1, prob.M)
+        Z1, A1, d2 = self._relax_half(X1, P1, Z, A, S1, h / 2)
+        B, S1_dot = st.B, st.S_dot
+        if model == "canonical":
+            lam = prob.relaxation_rate
+            S1_dot = _score_rate(X1, P1 / prob.mass, prob.M)
+            w0, w1 = exp_trapezoid(lam, h)
+            B = np.exp(-lam * h) * st.B + prob.beta * (
+                w0 * en.oscillation(st.S_dot) + w1 * en.oscillation(S1_dot))
+        return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=S1_dot, B=B,
+                     dissipated=st.dissipated + d1 + d2, work=st.work)
+
+    def _slaved(self, st: State, t1, X1, P1) -> State:
+        """A state whose attention is the softmax of its scores (reduced, transformer)."""
+        S1 = en.scores(X1, self.prob.M)
+        Z1 = self.prob.beta * S1
+        Z1 = Z1 - Z1.max(axis=1, keepdims=True)
+        return replace(st, t=t1, X=X1, P=P1, Z=Z1, A=en.rowsoftmax(Z1), S=S1)
+
+    def _step_reduced(self, st: State, h: float) -> State:
+        prob = self.prob
+        X1, P1 = verlet(st.X, st.P, lambda X: reduced_force(prob, X), prob.mass, h)
+        return self._slaved(st, st.t + h, X1, P1)
+
+    def _step_transformer(self, st: State, h: float) -> State:
+        (X1,) = heun((st.X,), lambda y: (transformer_velocity(self.prob, y[0]),), h)
+        return self._slaved(st, st.t + h, X1, st.P)
+
+    # -- diagnostics --------------------------------------------------------
+    def _effective_scores(self, st: State):
+        if self.model in ("canonical", "value_matching", "cotangent_lift"):
+            return effective_scores(self.model, self.prob, st.X, st.P, st.A, st.S)
+        return st.S
+
+    def _energy(self, st: State) -> float:
+        """``E = F`` on prescribed paths, ``H`` for the Hamiltonian models (§9)."""
+        if self.model == "attention":
+            return en.free_energy(st.A, st.S, self.prob.beta, en.log_rowsoftmax(st.Z))
+        if self.model == "transformer":
+            return en.potential(st.S, self.prob.beta)
+        return hamiltonian(self.model, self.prob, st.X, st.P, st.A,
+                           en.log_rowsoftmax(st.Z), st.S)
+
+    def _residual(self, st: State, energy=None) -> float:
+        energy = self._energy(st) if energy is None else energy
+        return (energy - self._energy0 - st.work + st.dissipated) + self._residual_offset
+
+    def _frame(self) -> Frame:
+        st, prob, model = self.state, self.prob, self.model
+        beta = prob.beta
+        log_a = en.log_rowsoftmax(st.Z)
+        log_star = en.log_rowsoftmax(beta * st.S)
+        S_hat = self._effective_scores(st)
+        log_target = en.log_rowsoftmax(beta * S_hat)
+        kl_rows = en.kl_rows(log_a, log_star)
+        slaved = model in ("reduced", "transformer")
+        F = en.free_energy(st.A, st.S, beta, log_a)
+        energy = self._energy(st)
+        costs = en.marginal_costs(log_a, S_hat, beta)
+        diag = {
+            "t": st.t,
+            "free_energy": F,
+            "potential": en.potential(st.S, beta),
+            "hamiltonian": F if model == "attention" else energy,
+            "kinetic_energy": 0.0 if model in ("attention", "transformer")
+            else kinetic_energy(model, prob, st.X, st.P, st.A),
+            "dissipation_rate": 0.0 if slaved else en.dissipation_rate(st.A, costs, prob.gamma),
+            "dissipated": st.dissipated,
+            "work": st.work,
+            "kl": float(kl_rows.sum()),
+            "kl_target": float(en.kl_rows(log_a, log_target).sum()),
+            "kl_bound": float(np.sum(st.B**2) / 8.0),
+            "energy_residual": self._residual(st, energy),
+            "entropy_mean": float(np.mean(en.entropy_rows(st.A, log_a))),
+            "min_attention": float(st.A.min()),
+            "row_sum_error": float(np.max(np.abs(st.A.sum(axis=1) - 1.0))),
+            "feature_norm": float(np.sqrt(np.sum(st.X * st.X))),
+        }
+        for name in NOT_APPLICABLE.get(model, ()):
+            diag[name] = float("nan")
+        return Frame(
+            t=st.t, features=st.X, momenta=st.P, attention=st.A,
+            softmax=np.exp(log_star), target=np.exp(log_target), kl_rows=kl_rows,
+            diagnostics=diag, status=self.status, message=self.message,
+        )
+
+
+_MOMENTUM_MODELS = ("canonical", "value_matching", "cotangent_lift", "reduced")
+_STEPPERS = {
+    "attention": Simulation._step_attention,
+    "canonical": Simulation._step_hamiltonian,
+    "value_matching": Simulation._step_hamiltonian,
+    "cotangent_lift": Simulation._step_hamiltonian,
+    "reduced": Simulation._step_reduced,
+    "transformer": Simulation._step_transformer,
+}
+
+__all__ = ["Simulation", "State", "DIAGNOSTICS", "NOT_APPLICABLE", "FAILED"]

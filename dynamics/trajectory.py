@@ -1,0 +1,166 @@
+"""One entry point to simulate, and one result type (STYLE.md point 3)."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .frame import Frame
+from .settings import Settings
+from .simulation import Simulation
+
+
+@dataclass
+class Trajectory:
+    """Recorded frames of one run.
+
+    Attributes
+    ----------
+    settings : dict
+        The setting values of the run.
+    times : ndarray, shape (T,)
+    features, momenta : ndarray, shape (T, N, d)
+    attention : ndarray, shape (T, N, N) or None
+        ``None`` for models without an attention matrix.
+    diagnostics : dict of str to ndarray, shape (T,)
+        Every scalar diagnostic, ``t`` first.
+    status, message : str
+        Final status of the run (``"running"`` means it reached ``t_end``).
+    diverged_at : float or None
+    """
+
+    settings: dict
+    times: np.ndarray
+    features: np.ndarray
+    momenta: np.ndarray
+    attention: np.ndarray | None
+    diagnostics: dict = field(default_factory=dict)
+    status: str = "running"
+    message: str = ""
+    diverged_at: float | None = None
+
+    @classmethod
+    def from_frames(cls, settings: Settings, frames: list[Frame], sim: Simulation):
+        names = list(frames[0].diagnostics)
+        has_attention = frames[0].attention is not None
+        return cls(
+            settings=settings.values(),
+            times=np.array([f.t for f in frames]),
+            features=np.stack([f.features for f in frames]),
+            momenta=np.stack([f.momenta for f in frames]),
+            attention=np.stack([f.attention for f in frames]) if has_attention else None,
+            diagnostics={k: np.array([f.diagnostics[k] for f in frames]) for k in names},
+            status=sim.status, message=sim.message, diverged_at=sim.diverged_at,
+        )
+
+    def to_dataframe(self):
+        """The diagnostics as a ``pandas.DataFrame``, one row per frame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.diagnostics)
+
+    def to_csv(self, path=None) -> str | None:
+        """Write the diagnostics as CSV to ``path`` (atomically), or return the text."""
+        text = self.to_dataframe().to_csv(index=False, float_format="%.17g", lineterminator="\n")
+        if path is None:
+            return text
+        _write_atomically(path, text.encode())
+        return None
+
+    def to_xarray(self):
+        """A labelled ``xarray.Dataset`` of states and diagnostics."""
+        import xarray as xr
+
+        data = {k: ("time", v) for k, v in self.diagnostics.items() if k != "t"}
+        data["features"] = (("time", "token", "feature"), self.features)
+        data["momenta"] = (("time", "token", "feature"), self.momenta)
+        if self.attention is not None:
+            data["attention"] = (("time", "token", "source"), self.attention)
+        attrs = {f"setting_{k}": (v if not isinstance(v, bool) else int(v))
+                 for k, v in self.settings.items()}
+        attrs.update(status=self.status, message=self.message)
+        return xr.Dataset(data, coords={"time": self.times}, attrs=attrs)
+
+    def to_netcdf(self, path=None) -> bytes | None:
+        """Write a NetCDF file to ``path`` (atomically), or return its bytes."""
+        blob = self.to_xarray().to_netcdf(engine="scipy")
+        if path is None:
+            return bytes(blob)
+        _write_atomically(path, bytes(blob))
+        return None
+
+    def summary(self) -> dict:
+        """``status``, ``t_final``, ``diverged_at``, ``message``, frames and final diagnostics."""
+        final = {k: _json_float(v[-1]) for k, v in self.diagnostics.items()}
+        return {
+            "model": self.settings.get("model"),
+            "status": "diverged" if self.diverged_at is not None else "completed",
+            "t_final": float(self.times[-1]),
+            "diverged_at": self.diverged_at,
+            "message": self.message,
+            "n_frames": int(len(self.times)),
+            "final": final,
+        }
+
+
+def _json_float(x):
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _write_atomically(path, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` through a temporary file: no partial file on error."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".partial-")
+    try:
+        with io.FileIO(fd, "w") as fh:
+            fh.write(payload)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int = 1,
+             **values) -> Trajectory:
+    """Run ``settings`` from ``t = 0`` to ``t_end``, recording every ``every`` steps.
+
+    Parameters
+    ----------
+    settings : Settings, optional
+        Defaults to ``Settings(**values)``.
+    t_end : float
+        Final time (> 0); the run takes ``round(t_end / dt)`` steps.
+    every : int
+        Record a frame every ``every`` steps (the first and last are always kept).
+
+    Returns
+    -------
+    Trajectory
+        Stops early, with ``status == "diverged"`` and ``diverged_at``, if the run
+        diverges; the last recorded frame is then the last finite state.
+    """
+    settings = settings if settings is not None else Settings(**values)
+    if not (np.isfinite(t_end) and t_end > 0):
+        raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
+    if int(every) != every or every < 1:
+        raise ValueError(f"every must be a positive integer, got {every!r}")
+    sim = Simulation(settings)
+    n_steps = max(1, int(round(t_end / settings.dt)))
+    frames = [sim.frame()]
+    done = 0
+    while done < n_steps and sim.status == "running":
+        chunk = min(int(every), n_steps - done)
+        sim.advance(chunk)
+        done += chunk
+        frames.append(sim.frame())
+    return Trajectory.from_frames(settings, frames, sim)
