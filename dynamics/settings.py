@@ -207,3 +207,82 @@ class Settings(param.Parameterized):
     def names(cls) -> list[str]:
         """The names of all settings, in declaration order."""
         return [k for k in cls.param if k != "name"]
+
+    @classmethod
+    def check(cls, mapping, *, from_text: bool = False, require_all: bool = False):
+        """Validate a ``{name: value}`` mapping (a preset, pasted JSON or a URL query).
+
+        Parameters
+        ----------
+        mapping : dict
+        from_text : bool
+            Values are strings (URL query): convert them to the parameter's type.
+        require_all : bool
+            Every setting must be present.
+
+        Returns
+        -------
+        values : dict
+            The valid entries, converted.
+        problems : list of str
+            One message per unknown, missing, mistyped or out-of-range entry.
+        """
+        values, problems = {}, []
+        if not isinstance(mapping, dict):
+            return {}, [f"settings must be a JSON object, got {type(mapping).__name__}"]
+        names = cls.names()
+        for key in mapping:
+            if key not in names:
+                problems.append(f"unknown setting {key!r}")
+        if require_all:
+            problems += [f"missing setting {k!r}" for k in names if k not in mapping]
+        probe = cls()
+        for key, raw in mapping.items():
+            if key not in names:
+                continue
+            try:
+                value = cls._convert(key, raw, from_text)
+                probe.param.update({key: value})
+            except (TypeError, ValueError) as err:
+                problems.append(str(err))
+                continue
+            values[key] = value
+        return values, problems
+
+    @classmethod
+    def _convert(cls, key, raw, from_text):
+        p = cls.param[key]
+        if isinstance(p, param.Integer):
+            try:
+                number = float(raw) if from_text else raw
+            except (TypeError, ValueError):
+                number = None
+            if isinstance(number, bool) or not isinstance(number, int | float) \
+                    or not float(number).is_integer():
+                raise TypeError(f"{key} must be an integer, got {raw!r}")
+            return int(number)
+        if isinstance(p, param.Number):
+            if isinstance(raw, bool) or not (isinstance(raw, int | float) or from_text):
+                raise TypeError(f"{key} must be a number, got {raw!r}")
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                raise TypeError(f"{key} must be a number, got {raw!r}") from None
+        if isinstance(p, param.Selector):
+            if raw not in p.objects:
+                raise ValueError(f"{key} must be one of {', '.join(map(str, p.objects))}, "
+                                 f"got {raw!r}")
+            return raw
+        if not isinstance(raw, str):
+            raise TypeError(f"{key} must be a string, got {raw!r}")
+        return raw
+
+    @classmethod
+    def from_mapping(cls, mapping, *, from_text: bool = False,
+                     require_all: bool = False) -> "Settings":
+        """``Settings`` from a mapping, or a ``ValueError`` listing every problem."""
+        values, problems = cls.check(mapping, from_text=from_text, require_all=require_all)
+        if problems:
+            raise ValueError("invalid settings:\n- " + "\n- ".join(problems))
+        return cls(**values)
+
