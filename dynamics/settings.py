@@ -37,8 +37,10 @@ def _range_text(bounds, inclusive) -> str:
     lo, hi = bounds
     left = "[" if inclusive[0] else "("
     right = "]" if inclusive[1] else ")"
-    lo_s = "-inf" if lo is None else f"{lo:g}"
-    hi_s = "inf" if hi is None else f"{hi:g}"
+    def text(x, none):
+        return none if x is None else (str(x) if isinstance(x, int) else f"{x:g}")
+
+    lo_s, hi_s = text(lo, "-inf"), text(hi, "inf")
     return f"{left}{lo_s}, {hi_s}{right}"
 
 
