@@ -5,8 +5,9 @@
 * :func:`relax` — the same step with frozen (effective) scores, which also returns
   the energy it dissipates, integrated by composite Simpson's rule in
   ``u = e^{−λs}``: accurate for any ``λh`` (stiff-safe).
-* :func:`verlet` and :func:`heun` — order-2 steps for the features with attention
-  frozen; the coupled models compose them with :func:`relax` by Strang splitting.
+* :func:`relaxation_averages` — time averages of attention and dissipation along a
+  frozen relaxation, used to carry fast transients exactly.
+* :func:`verlet` and :func:`heun` — order-2 steps for the features.
 
 Each stepper declares its order in :data:`ORDER`; the tests measure it.
 """
@@ -54,39 +55,60 @@ def logit_step(Z, S0, S1, beta, lam, h):
     return centre_rows(E * Z + beta * (x * phi1(x)) * S0 + beta * psi(x) * (S1 - S0))
 
 
-def relax(Z, S_hat, beta, lam, h, A0=None):
-    """Relax logits for a time ``h`` with frozen effective scores ``Ŝ``.
+def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None):
+    """Attention and dissipation along a relaxation of duration ``τ`` with frozen ``Ŝ``.
 
-    The exact solution is ``Z(s) = βŜ + u W₀`` with ``u = e^{−λs}`` and
-    ``W₀ = Z − βŜ``. The dissipation rate along it is
-    ``D = (λ/β) u² Σ_i Var_{A_i}(W₀_i)`` so
-    ``∫₀ʰ D ds = (1/β) ∫_E^1 u V(u) du``, ``V(u) = Σ_i Var_{A(u)_i}(W₀_i)``, which
-    composite Simpson's rule in ``u`` integrates for any ``λh``. One panel serves
-    while attention stays near its target; far from it (a stiff step from a
-    distant start) the panels grow with ``(1 − E)·max osc(W₀)`` (at most 32).
+    The exact solution is ``Z(s) = βŜ + L + u W₀`` with ``u = e^{−λs}``,
+    ``W₀ = Z − βŜ − L`` and ``L`` the steady lag (0 unless given), and the
+    dissipation rate along it is ``D = (λ/β) Σ_i Var_{A_i}(L_i + u W₀_i)``. A time average becomes
+    ``⟨g⟩ = g_E + (1/λτ) ∫_E^1 (g(u) − g_E)/u du`` (``E = e^{−λτ}``), whose integrand
+    is smooth for any ``λτ``; composite Simpson's rule in ``u`` integrates it. One
+    panel serves while attention stays near its target; far from it (a stiff step
+    from a distant start) the panels grow with ``(1 − E)·max osc(W₀)`` (at most 32).
 
     Returns
     -------
-    Z1 : ndarray, shape (N, N)
-        Logits after the relaxation.
-    A1 : ndarray, shape (N, N)
-        ``rowsoftmax(Z1)``.
-    dissipated : float
-        ``∫ D ds`` over the relaxation.
+    Z_end, A_end : ndarray, shape (N, N)
+        Logits and attention after the relaxation.
+    mean_A : ndarray, shape (N, N)
+        Time average of the attention over the relaxation.
+    D_start, D_end, mean_D : float
+        Dissipation rate at both ends and its time average.
     """
-    W0 = centre_rows(Z - beta * S_hat)
-    E = np.exp(-lam * h)
-    A0 = rowsoftmax(Z) if A0 is None else A0
-    Z1 = centre_rows(beta * S_hat + E * W0)
-    A1 = rowsoftmax(Z1)
+    target = beta * S_hat if lag is None else beta * S_hat + lag
+    offset = 0.0 if lag is None else lag
+    W0 = centre_rows(Z - target)
+    x = lam * tau
+    E = np.exp(-x)
     spread = (1.0 - E) * float(np.max(W0.max(axis=1) - W0.min(axis=1)))
     panels = int(min(32, max(1, np.ceil(spread / 1.5))))
     u = np.linspace(E, 1.0, 2 * panels + 1)
-    total = E * row_variance(A1, W0) + row_variance(A0, W0)
-    for k in range(1, 2 * panels):
-        weight = 4.0 if k % 2 else 2.0
-        total += weight * u[k] * row_variance(rowsoftmax(beta * S_hat + u[k] * W0), W0)
-    return Z1, A1, (1.0 - E) / (6.0 * panels) * total / beta
+    A = [rowsoftmax(target + uk * W0) for uk in u[:-1]]
+    A.append(rowsoftmax(Z) if A0 is None else A0)
+    D = [lam / beta * row_variance(Ak, offset + uk * W0) for uk, Ak in zip(u, A, strict=True)]
+    weights = np.ones(2 * panels + 1)
+    weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
+    scale = phi1(x) / (6.0 * panels)  # (1 − E) / (λτ) × Δu / 3 with Δu = (1 − E)/(2n)
+    mean_A = A[0] + scale * sum(w * (Ak - A[0]) / uk
+                                for w, uk, Ak in zip(weights[1:], u[1:], A[1:], strict=True))
+    mean_D = D[0] + scale * sum(w * (Dk - D[0]) / uk
+                                for w, uk, Dk in zip(weights[1:], u[1:], D[1:], strict=True))
+    Z_end = centre_rows(target + E * W0)
+    return Z_end, A[0], mean_A, D[-1], D[0], mean_D
+
+
+def relax(Z, S_hat, beta, lam, h, A0=None):
+    """Relax logits for a time ``h`` with frozen effective scores ``Ŝ``.
+
+    Returns
+    -------
+    Z1, A1 : ndarray, shape (N, N)
+        Logits and attention after the relaxation.
+    dissipated : float
+        ``∫ D ds`` over the relaxation (see :func:`relaxation_averages`).
+    """
+    Z1, A1, _, _, _, mean_D = relaxation_averages(Z, S_hat, beta, lam, h, A0)
+    return Z1, A1, h * mean_D
 
 
 def exp_trapezoid(lam, h):
@@ -106,5 +128,5 @@ def verlet(X, P, force, mass, h):
 def heun(y, rhs, h):
     """Heun's method (explicit trapezoid), order 2, for ``ẏ = rhs(y)``."""
     k1 = rhs(y)
-    k2 = rhs(tuple(a + h * b for a, b in zip(y, k1)))
-    return tuple(a + 0.5 * h * (b + c) for a, b, c in zip(y, k1, k2))
+    k2 = rhs(tuple(a + h * b for a, b in zip(y, k1, strict=True)))
+    return tuple(a + 0.5 * h * (b + c) for a, b, c in zip(y, k1, k2, strict=True))

@@ -201,7 +201,7 @@ class Settings(param.Parameterized):
         """The settings as a plain ``{name: value}`` dict."""
         return {k: v for k, v in self.param.values().items() if k != "name"}
 
-    def copy(self, **changes) -> "Settings":
+    def copy(self, **changes) -> Settings:
         """A new ``Settings`` with the same values and ``changes`` applied."""
         return Settings(**{**self.values(), **changes})
 
@@ -281,7 +281,7 @@ class Settings(param.Parameterized):
 
     @classmethod
     def from_mapping(cls, mapping, *, from_text: bool = False,
-                     require_all: bool = False) -> "Settings":
+                     require_all: bool = False) -> Settings:
         """``Settings`` from a mapping, or a ``ValueError`` listing every problem."""
         values, problems = cls.check(mapping, from_text=from_text, require_all=require_all)
         if problems:

@@ -9,9 +9,13 @@ Schemes (all order 2, stiff-safe in the logits):
 * ``attention`` — the exact logit step of §3 on the prescribed path; work and
   dissipation are integrated along its Strang companion (relax h/2, move the scores
   with A frozen, relax h/2), which is exact for frozen scores at any ``λh``.
-* ``canonical``, ``value_matching``, ``cotangent_lift`` — Strang splitting:
-  relax the logits for h/2 with frozen effective scores, move ``(X, P)`` for h with
-  ``A`` frozen (velocity Verlet, or Heun for the cotangent lift), relax for h/2.
+* ``canonical``, ``value_matching`` — velocity Verlet for ``(X, P)`` with the exact
+  logit step for ``Z`` (scores linear in time over the step), the kicks using the
+  attention averaged over the step (:meth:`Simulation._etd_verlet`). It resolves the
+  lag of attention for any ``λh`` and reduces to Verlet of the reduced model as
+  ``γ → ∞``. Value matching sub-steps when its attention feedback is stiff.
+* ``cotangent_lift`` — Strang splitting: relax the logits for h/2 with frozen
+  effective scores, Heun's method for ``(X, P)`` with ``A`` frozen, relax for h/2.
 * ``reduced`` — velocity Verlet with ``A = A*(X)`` (symplectic).
 * ``transformer`` — Heun's method on ``Ẋ = A*(X) X W_Vᵀ``.
 """
@@ -25,7 +29,15 @@ import numpy as np
 from . import energy as en
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .initial import draw_initial_data
-from .integrators import centre_rows, exp_trapezoid, heun, logit_step, relax, verlet
+from .integrators import (
+    centre_rows,
+    exp_trapezoid,
+    heun,
+    logit_step,
+    relax,
+    relaxation_averages,
+    verlet,
+)
 from .models import (
     Problem,
     effective_scores,
@@ -224,6 +236,10 @@ class Simulation:
         except FloatingPointError as err:
             self._diverge(self.state.t + h, f"non-finite value ({err})")
             return
+        except _TooStiff as err:
+            self.status = FAILED
+            self.message = f"stopped at t = {self.state.t:.4g}: {err}"
+            return
         norm = float(np.sqrt(np.sum(new.X * new.X)))
         if not (np.isfinite(norm) and np.isfinite(new.Z.sum())
                 and np.isfinite(new.dissipated + new.work)):
@@ -277,19 +293,32 @@ class Simulation:
 
     def _step_hamiltonian(self, st: State, h: float) -> State:
         prob, model = self.prob, self.model
-        Z, A, d1 = self._relax_half(st.X, st.P, st.Z, st.A, st.S, h / 2)
-        if model == "cotangent_lift":
+        if model == "cotangent_lift":  # R(h/2) ∘ Heun(h) ∘ R(h/2)
+            Z, A, d1 = self._relax_half(st.X, st.P, st.Z, st.A, st.S, h / 2)
             X1, P1 = heun(
                 (st.X, st.P),
                 lambda y: (feature_velocity(model, prob, y[0], y[1], A),
                            momentum_force(model, prob, y[0], y[1], A)),
                 h,
             )
+            S1 = en.scores(X1, prob.M)
+            Z1, A1, d2 = self._relax_half(X1, P1, Z, A, S1, h / 2)
         else:
-            X1, P1 = verlet(st.X, st.P, lambda X: momentum_force(model, prob, X, None, A),
-                            prob.mass, h)
-        S1 = en.scores(X1, prob.M)
-        Z1, A1, d2 = self._relax_half(X1, P1, Z, A, S1, h / 2)
+            # Value matching feeds attention back into its own target with gain
+            # ≈ γκ‖X W_Vᵀ‖₂²: sub-step so that gain × step stays below one.
+            n_sub = 1
+            if model == "value_matching" and prob.kappa > 0:
+                gain = prob.gamma * prob.kappa * np.linalg.norm(st.X @ prob.W_V.T, 2) ** 2
+                n_sub = int(np.ceil(gain * h / _VM_GAIN_STEP))
+                if n_sub > _MAX_SUBSTEPS:
+                    raise _TooStiff(
+                        f"value matching too stiff: γκ‖X W_Vᵀ‖² dt = {gain * h:.3g} needs "
+                        f"{n_sub} sub-steps (max {_MAX_SUBSTEPS}); lower dt, γ or κ")
+            d1, d2, sub = 0.0, 0.0, st
+            for _ in range(max(1, n_sub)):
+                X1, P1, Z1, A1, S1, dissipated = self._etd_verlet(sub, h / max(1, n_sub))
+                d1 += dissipated
+                sub = replace(sub, X=X1, P=P1, Z=Z1, A=A1, S=S1)
         B, S1_dot = st.B, st.S_dot
         if model == "canonical":
             lam = prob.relaxation_rate
@@ -299,6 +328,57 @@ class Simulation:
                 w0 * en.oscillation(st.S_dot) + w1 * en.oscillation(S1_dot))
         return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=S1_dot, B=B,
                      dissipated=st.dissipated + d1 + d2, work=st.work)
+
+    def _etd_verlet(self, st: State, h: float):
+        """One step of velocity Verlet for ``(X, P)`` with the exact logit step for ``Z``.
+
+        Features: kick, drift, kick. Logits: the exact step of §3 with the effective
+        scores linear in time between both ends, so the lag ``−βṠ/λ`` of attention
+        behind its target is resolved for any ``λh`` (no order reduction as the
+        relaxation stiffens). The kicks use the attention averaged over the step:
+        the trapezoid of ``A`` at ``t, t + h/2, t + h`` plus the deviation of a frozen
+        relaxation from its own trapezoid over the first half step, which carries a
+        fast initial transient exactly. Dissipation is integrated the same way.
+        """
+        prob, model = self.prob, self.model
+        beta, lam, tau = prob.beta, prob.relaxation_rate, 0.5 * h
+        force0 = momentum_force(model, prob, st.X, None, st.A)
+        P_half = st.P + tau * force0
+        X1 = st.X + (h / prob.mass) * P_half
+        S1 = en.scores(X1, prob.M)
+        S_hat0 = effective_scores(model, prob, st.X, st.P, st.A, st.S)
+        if model == "value_matching":  # Ŝ depends on A: predict A at the end first
+            A_pred = en.rowsoftmax(logit_step(st.Z, S_hat0, S_hat0, beta, lam, h))
+            S_hat1 = effective_scores(model, prob, X1, P_half, A_pred, S1)
+        else:
+            S_hat1 = S1
+        Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h)
+        A1 = en.rowsoftmax(Z1)
+        S_hat_half = 0.5 * (S_hat0 + S_hat1)
+        Z_half = logit_step(st.Z, S_hat0, S_hat_half, beta, lam, tau)
+        A_half = en.rowsoftmax(Z_half)
+        # The transient: a relaxation towards the lagged target βŜ₀ − β(dŜ/dt)/λ with
+        # scores frozen; its exact mean minus its own composite trapezoid corrects the
+        # trapezoid of the real path (zero when attention already tracks its target).
+        lag = -(beta / (lam * h)) * (S_hat1 - S_hat0)
+        _, A_fe, mean_A, D0, D_fe, mean_D = relaxation_averages(
+            st.Z, S_hat0, beta, lam, h, st.A, lag)
+        target = beta * S_hat0 + lag
+        W0 = centre_rows(st.Z - target)
+        E_half = np.exp(-lam * tau)
+        A_fm = en.rowsoftmax(target + E_half * W0)
+        rate = lam / beta
+        D_fm = rate * en.row_variance(A_fm, lag + E_half * W0)
+        correction = mean_A - 0.25 * (st.A + 2.0 * A_fm + A_fe)
+        # kicks weight A_n and A_1 by h/2 each; the rest of the step's mean goes here
+        K = A_half - 0.5 * (st.A + A1) + 2.0 * correction
+        P1 = (P_half + tau * momentum_force(model, prob, X1, None, A1)
+              + tau * (momentum_force(model, prob, st.X, None, st.A + K) - force0))
+        D_half = rate * en.row_variance(A_half, Z_half - beta * S_hat_half)
+        D1 = rate * en.row_variance(A1, Z1 - beta * S_hat1)
+        dissipated = h * (0.25 * (D0 + 2.0 * D_half + D1)
+                          + mean_D - 0.25 * (D0 + 2.0 * D_fm + D_fe))
+        return X1, P1, Z1, A1, S1, dissipated
 
     def _slaved(self, st: State, t1, X1, P1) -> State:
         """A state whose attention is the softmax of its scores (reduced, transformer)."""
@@ -373,6 +453,16 @@ class Simulation:
             softmax=np.exp(log_star), target=np.exp(log_target), kl_rows=kl_rows,
             diagnostics=diag, status=self.status, message=self.message,
         )
+
+
+#: Largest step × attention-feedback gain of value matching before sub-stepping.
+_VM_GAIN_STEP = 0.5
+#: Most sub-steps one step of value matching may take.
+_MAX_SUBSTEPS = 200
+
+
+class _TooStiff(Exception):
+    """A step that cannot be taken accurately with the current settings."""
 
 
 _MOMENTUM_MODELS = ("canonical", "value_matching", "cotangent_lift", "reduced")
