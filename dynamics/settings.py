@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import param
 
 PART_I_MODELS = (
@@ -69,6 +70,13 @@ class Number(_RangeMessage, param.Number):
 
 class Integer(_RangeMessage, param.Integer):
     """A bounded integer setting."""
+
+    def _validate_value(self, value, allow_None):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ValueError(
+                f"{self.name} must be an integer in "
+                f"{_range_text(self.bounds, self.inclusive_bounds)}, got {value!r}"
+            )
 
 
 class Settings(param.Parameterized):

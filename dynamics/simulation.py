@@ -92,6 +92,35 @@ class State:
     work: float = 0.0
 
 
+def _check_initial_state(settings, features=None, momenta=None, attention=None) -> dict:
+    """Validate user-given initial arrays: shapes, finiteness, positive row-stochastic A(0)."""
+    N, d = settings.n_tokens, settings.dim
+    given = {}
+    for name, value, shape in (("features", features, (N, d)), ("momenta", momenta, (N, d)),
+                               ("attention", attention, (N, N))):
+        if value is None:
+            continue
+        try:
+            arr = np.array(value, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a numeric array of shape {shape}") from None
+        if arr.shape != shape:
+            raise ValueError(f"{name} must have shape {shape} (n_tokens={N}, dim={d}), "
+                             f"got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be finite")
+        given[name] = arr
+    A = given.get("attention")
+    if A is not None:
+        if np.any(A <= 0):
+            raise ValueError("attention A(0) must be strictly positive (MODEL.md §1); "
+                             f"its smallest entry is {A.min():g}")
+        err = np.max(np.abs(A.sum(axis=1) - 1.0))
+        if err > 1e-9:
+            raise ValueError(f"attention A(0) rows must sum to 1; largest error {err:.3g}")
+    return given
+
+
 def _score_rate(X, X_dot, M):
     """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ`` (§6), shape (N, N)."""
     XdM = X_dot @ M
@@ -117,8 +146,10 @@ class Simulation:
     1.0
     """
 
-    def __init__(self, settings: Settings | None = None, **values):
+    def __init__(self, settings: Settings | None = None, *, features=None, momenta=None,
+                 attention=None, **values):
         self.settings = settings if settings is not None else Settings(**values)
+        self._given = _check_initial_state(self.settings, features, momenta, attention)
         self.reset()
 
     # -- public interface -------------------------------------------------
@@ -143,6 +174,10 @@ class Simulation:
 
             self._engine = InertialEngine(s)
             return self.frame()
+        try:  # user-given initial arrays survive a restart only while their shapes fit
+            self._given = _check_initial_state(s, **self._given)
+        except ValueError:
+            self._given = {}
         self._init_part_one()
         return self.frame()
 
@@ -182,7 +217,10 @@ class Simulation:
 
     def _init_part_one(self):
         s = self.settings
-        self._data = data = draw_initial_data(s.n_tokens, s.dim, s.seed)
+        data = draw_initial_data(s.n_tokens, s.dim, s.seed)
+        if self._given.get("features") is not None:
+            data = replace(data, X=self._given["features"])
+        self._data = data
         self.prob = prob = self._problem()
         self.path = FeaturePath(
             kind=s.path, X0=data.X, Y=data.Y, Q=data.Q, omega=s.omega,
@@ -192,6 +230,8 @@ class Simulation:
         X, X_dot = self.path(0.0) if s.model == "attention" else (data.X, np.zeros((N, d)))
         P = data.P.copy() if (s.init_momentum == "random" and s.model in _MOMENTUM_MODELS) \
             else np.zeros((N, d))
+        if self._given.get("momenta") is not None and s.model in _MOMENTUM_MODELS:
+            P = self._given["momenta"]
         S = en.scores(X, prob.M)
         if s.model in ("reduced", "transformer") or s.init_attention == "softmax":
             Z = prob.beta * S
@@ -199,6 +239,8 @@ class Simulation:
             Z = np.zeros((N, N))
         else:
             Z = data.Z
+        if self._given.get("attention") is not None and s.model not in ("reduced", "transformer"):
+            Z = np.log(self._given["attention"])
         Z = Z - Z.max(axis=1, keepdims=True)
         if s.model == "canonical":
             X_dot = P / prob.mass
