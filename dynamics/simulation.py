@@ -354,15 +354,17 @@ class Simulation:
             S1 = en.scores(X1, prob.M)
             Z1, A1, d2 = self._relax_half(X1, P1, Z, A, S1, h / 2)
         else:
-            # Value matching feeds attention back into its own target with gain
-            # ≈ γκ‖X W_Vᵀ‖₂²: sub-step so that gain × step stays below one.
+            # Value matching feeds attention back into its own target: the logit
+            # Jacobian holds −γκ (diag A_i − A_iA_iᵀ) X W_VᵀW_V Xᵀ, whose norm is at most
+            # γκ max(A) ‖X W_Vᵀ‖₂². Sub-step so that this gain × step stays below 1/4.
             n_sub = 1
             if model == "value_matching" and prob.kappa > 0:
-                gain = prob.gamma * prob.kappa * np.linalg.norm(st.X @ prob.W_V.T, 2) ** 2
+                gain = (prob.gamma * prob.kappa * float(st.A.max())
+                        * np.linalg.norm(st.X @ prob.W_V.T, 2) ** 2)
                 n_sub = int(np.ceil(gain * h / _VM_GAIN_STEP))
                 if n_sub > _MAX_SUBSTEPS:
                     raise _TooStiff(
-                        f"value matching too stiff: γκ‖X W_Vᵀ‖² dt = {gain * h:.3g} needs "
+                        f"value matching too stiff: γκ max(A)‖X W_Vᵀ‖² dt = {gain * h:.3g} needs "
                         f"{n_sub} sub-steps (max {_MAX_SUBSTEPS}); lower dt, γ or κ")
             d1, d2, sub = 0.0, 0.0, st
             for _ in range(max(1, n_sub)):
@@ -514,9 +516,9 @@ class Simulation:
 #: relaxations in u = e^{−λs}); below it the trapezoidal rule is second order.
 _STIFF_LAMBDA_H = 0.05
 #: Largest step × attention-feedback gain of value matching before sub-stepping.
-_VM_GAIN_STEP = 0.5
+_VM_GAIN_STEP = 0.25
 #: Most sub-steps one step of value matching may take.
-_MAX_SUBSTEPS = 200
+_MAX_SUBSTEPS = 100
 
 
 class _TooStiff(Exception):
