@@ -32,10 +32,15 @@ def log_rowsoftmax(Z):
     return Z - logsumexp(Z, axis=1, keepdims=True)
 
 
-def rowsoftmax(Z):
-    """Row-wise softmax with max-subtraction, shape (N, N) → (N, N)."""
-    E = np.exp(Z - Z.max(axis=1, keepdims=True))
-    return E / E.sum(axis=1, keepdims=True)
+def rowsoftmax(Z, centred=False):
+    """Row-wise softmax with max-subtraction, shape (N, N) → (N, N).
+
+    ``centred=True`` promises that every row maximum of ``Z`` is already 0 (as the
+    integrators keep their logits) and skips the subtraction.
+    """
+    E = np.exp(Z if centred else Z - Z.max(axis=1, keepdims=True))
+    E /= E.sum(axis=1, keepdims=True)
+    return E
 
 
 def softmax_attention(S, beta):
@@ -98,8 +103,9 @@ def dissipation_rate(A, C, gamma):
 
 def row_variance(A, W):
     """``Σ_i Var_{A_i}(W_i)``: summed row variances of ``W`` under ``A``."""
-    Wc = row_centred(W, A)
-    return float(np.sum(A * Wc * Wc))
+    Wc = W - np.einsum("ij,ij->i", A, W)[:, None]
+    Wc *= Wc
+    return float(np.einsum("ij,ij->", A, Wc))
 
 
 def oscillation(V):

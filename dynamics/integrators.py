@@ -52,7 +52,12 @@ def logit_step(Z, S0, S1, beta, lam, h):
     """
     x = lam * h
     E = np.exp(-x)
-    return centre_rows(E * Z + beta * (x * phi1(x)) * S0 + beta * psi(x) * (S1 - S0))
+    b = beta * psi(x)
+    Z1 = S0 * (beta * x * phi1(x) - b)
+    Z1 += b * S1
+    Z1 += E * Z
+    Z1 -= Z1.max(axis=1, keepdims=True)
+    return Z1
 
 
 def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None):

@@ -90,6 +90,7 @@ class State:
     B: np.ndarray  # (N,) tracking bound of §4
     dissipated: float = 0.0
     work: float = 0.0
+    force: np.ndarray | None = None  # (N, d) Ṗ at this state, cached by Verlet steps
 
 
 def _check_initial_state(settings, features=None, momenta=None, attention=None) -> dict:
@@ -122,9 +123,8 @@ def _check_initial_state(settings, features=None, momenta=None, attention=None) 
 
 
 def _score_rate(X, X_dot, M):
-    """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ`` (§6), shape (N, N)."""
-    XdM = X_dot @ M
-    return XdM @ X.T + (X @ M) @ X_dot.T
+    """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ`` (§6), shape (N, N), as one product of width 2d."""
+    return np.hstack([X_dot @ M, X @ M]) @ np.hstack([X, X_dot]).T
 
 
 class Simulation:
@@ -264,6 +264,7 @@ class Simulation:
             self.prob = self._problem()
             self._energy0 = self._energy(self.state)
             self._residual_offset = before - self._residual(self.state) + self._residual_offset
+            self.state = replace(self.state, force=None)  # forces depend on these settings
             if self.model in ("reduced", "transformer"):
                 Z = self.prob.beta * self.state.S
                 Z = Z - Z.max(axis=1, keepdims=True)
@@ -306,7 +307,7 @@ class Simulation:
         S1 = en.scores(X1, prob.M)
         S1_dot = _score_rate(X1, X1_dot, prob.M)
         Z1 = logit_step(st.Z, st.S, S1, beta, lam, h)
-        A1 = en.rowsoftmax(Z1)
+        A1 = en.rowsoftmax(Z1, centred=True)
         if lam * h > _STIFF_LAMBDA_H:
             # Work and dissipation along the Strang companion of the step, exact for
             # frozen scores at any λh.
@@ -353,6 +354,7 @@ class Simulation:
             )
             S1 = en.scores(X1, prob.M)
             Z1, A1, d2 = self._relax_half(X1, P1, Z, A, S1, h / 2)
+            force1 = None
         else:
             # Value matching feeds attention back into its own target: the logit
             # Jacobian holds −γκ (diag A_i − A_iA_iᵀ) X W_VᵀW_V Xᵀ, whose norm is at most
@@ -368,9 +370,10 @@ class Simulation:
                         f"{n_sub} sub-steps (max {_MAX_SUBSTEPS}); lower dt, γ or κ")
             d1, d2, sub = 0.0, 0.0, st
             for _ in range(max(1, n_sub)):
-                X1, P1, Z1, A1, S1, dissipated = self._etd_verlet(sub, h / max(1, n_sub))
+                X1, P1, Z1, A1, S1, dissipated, force1 = self._etd_verlet(
+                    sub, h / max(1, n_sub))
                 d1 += dissipated
-                sub = replace(sub, X=X1, P=P1, Z=Z1, A=A1, S=S1)
+                sub = replace(sub, X=X1, P=P1, Z=Z1, A=A1, S=S1, force=force1)
         B, S1_dot = st.B, st.S_dot
         if model == "canonical":
             lam = prob.relaxation_rate
@@ -379,7 +382,7 @@ class Simulation:
             B = np.exp(-lam * h) * st.B + prob.beta * (
                 w0 * en.oscillation(st.S_dot) + w1 * en.oscillation(S1_dot))
         return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=S1_dot, B=B,
-                     dissipated=st.dissipated + d1 + d2, work=st.work)
+                     dissipated=st.dissipated + d1 + d2, work=st.work, force=force1)
 
     def _etd_verlet(self, st: State, h: float):
         """One step of velocity Verlet for ``(X, P)`` with the exact logit step for ``Z``.
@@ -394,27 +397,29 @@ class Simulation:
         """
         prob, model = self.prob, self.model
         beta, lam, tau = prob.beta, prob.relaxation_rate, 0.5 * h
-        force0 = momentum_force(model, prob, st.X, None, st.A)
+        force0 = st.force if st.force is not None else \
+            momentum_force(model, prob, st.X, None, st.A)
         P_half = st.P + tau * force0
         X1 = st.X + (h / prob.mass) * P_half
         S1 = en.scores(X1, prob.M)
         S_hat0 = effective_scores(model, prob, st.X, st.P, st.A, st.S)
         if model == "value_matching":  # Ŝ depends on A: predict A at the end first
-            A_pred = en.rowsoftmax(logit_step(st.Z, S_hat0, S_hat0, beta, lam, h))
+            A_pred = en.rowsoftmax(logit_step(st.Z, S_hat0, S_hat0, beta, lam, h), centred=True)
             S_hat1 = effective_scores(model, prob, X1, P_half, A_pred, S1)
         else:
             S_hat1 = S1
         Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h)
-        A1 = en.rowsoftmax(Z1)
+        A1 = en.rowsoftmax(Z1, centred=True)
         rate = lam / beta
+        force1 = momentum_force(model, prob, X1, None, A1)
         if lam * h <= _STIFF_LAMBDA_H:  # resolved relaxation: plain trapezoidal kicks
-            P1 = P_half + tau * momentum_force(model, prob, X1, None, A1)
+            P1 = P_half + tau * force1
             dissipated = 0.5 * h * rate * (en.row_variance(st.A, st.Z - beta * S_hat0)
                                            + en.row_variance(A1, Z1 - beta * S_hat1))
-            return X1, P1, Z1, A1, S1, dissipated
+            return X1, P1, Z1, A1, S1, dissipated, force1
         S_hat_half = 0.5 * (S_hat0 + S_hat1)
         Z_half = logit_step(st.Z, S_hat0, S_hat_half, beta, lam, tau)
-        A_half = en.rowsoftmax(Z_half)
+        A_half = en.rowsoftmax(Z_half, centred=True)
         # The transient: a relaxation towards the lagged target βŜ₀ − β(dŜ/dt)/λ with
         # scores frozen; its exact mean minus its own composite trapezoid corrects the
         # trapezoid of the real path (zero when attention already tracks its target).
@@ -429,20 +434,20 @@ class Simulation:
         correction = mean_A - 0.25 * (st.A + 2.0 * A_fm + A_fe)
         # kicks weight A_n and A_1 by h/2 each; the rest of the step's mean goes here
         K = A_half - 0.5 * (st.A + A1) + 2.0 * correction
-        P1 = (P_half + tau * momentum_force(model, prob, X1, None, A1)
+        P1 = (P_half + tau * force1
               + tau * (momentum_force(model, prob, st.X, None, st.A + K) - force0))
         D_half = rate * en.row_variance(A_half, Z_half - beta * S_hat_half)
         D1 = rate * en.row_variance(A1, Z1 - beta * S_hat1)
         dissipated = h * (0.25 * (D0 + 2.0 * D_half + D1)
                           + mean_D - 0.25 * (D0 + 2.0 * D_fm + D_fe))
-        return X1, P1, Z1, A1, S1, dissipated
+        return X1, P1, Z1, A1, S1, dissipated, force1
 
     def _slaved(self, st: State, t1, X1, P1) -> State:
         """A state whose attention is the softmax of its scores (reduced, transformer)."""
         S1 = en.scores(X1, self.prob.M)
         Z1 = self.prob.beta * S1
         Z1 = Z1 - Z1.max(axis=1, keepdims=True)
-        return replace(st, t=t1, X=X1, P=P1, Z=Z1, A=en.rowsoftmax(Z1), S=S1)
+        return replace(st, t=t1, X=X1, P=P1, Z=Z1, A=en.rowsoftmax(Z1, centred=True), S=S1)
 
     def _step_reduced(self, st: State, h: float) -> State:
         prob = self.prob
