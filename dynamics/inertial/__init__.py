@@ -1,0 +1,64 @@
+"""Part II: inertial (momentum) attention (MODEL.md §10-§13).
+
+Pure NumPy/SciPy: vector fields and energies of the first-order, accelerated and
+softmax models, the closed moment systems, blow-up detection, attention layers,
+whitened token clouds and the streaming :class:`InertialEngine`.
+"""
+
+from .accelerated import (
+                          accelerated_blowup_time,
+                          accelerated_dissipation,
+                          accelerated_force,
+                          accelerated_hamiltonian,
+                          accelerated_kinetic,
+                          accelerated_trajectory,
+                          accelerated_velocity,
+                          matrix_dissipation,
+                          matrix_field,
+                          matrix_hamiltonian,
+                          undamped_blowup_time,
+)
+from .blowup import BlowupResult, fixed_step_blowup, integrate_until_blowup
+from .clouds import CLOUDS, initial_cloud, raw_cloud, second_moment, whiten
+from .damping import NO_DAMPING, Damping
+from .engine import ORDER, InertialEngine, model_field
+from .integrators import rk4_step
+from .layers import LayerCrossing, LayerRun, directional_moment, layer_crossing, run_layers
+from .linear import (
+                          MomentTrajectory,
+                          closed_form_moments,
+                          crossing_time_closed_form,
+                          first_order_blowup_numeric,
+                          first_order_blowup_time,
+                          linear_velocity,
+                          moment_field,
+                          moment_trajectory,
+)
+from .matrices import model_matrices, parse_diagonal, value_kernel_ratio
+from .softmax import (
+                          inertial_dissipation,
+                          inertial_force,
+                          inertial_hamiltonian,
+                          inertial_kinetic,
+                          inertial_velocity,
+                          log_partition,
+                          momentum_field,
+                          softmax_kernel,
+                          softmax_velocity,
+)
+
+__all__ = [
+    "BlowupResult", "CLOUDS", "Damping", "InertialEngine", "LayerCrossing", "LayerRun",
+    "MomentTrajectory", "NO_DAMPING", "ORDER", "accelerated_blowup_time",
+    "accelerated_dissipation", "accelerated_force", "accelerated_hamiltonian",
+    "accelerated_kinetic", "accelerated_trajectory", "accelerated_velocity",
+    "closed_form_moments", "crossing_time_closed_form", "directional_moment",
+    "first_order_blowup_numeric", "first_order_blowup_time", "fixed_step_blowup",
+    "inertial_dissipation", "inertial_force", "inertial_hamiltonian", "inertial_kinetic",
+    "inertial_velocity", "initial_cloud", "integrate_until_blowup", "layer_crossing",
+    "linear_velocity", "log_partition", "matrix_dissipation", "matrix_field",
+    "matrix_hamiltonian", "model_field", "model_matrices", "moment_field",
+    "moment_trajectory", "momentum_field", "parse_diagonal", "raw_cloud", "rk4_step",
+    "run_layers", "second_moment", "softmax_kernel", "softmax_velocity",
+    "undamped_blowup_time", "value_kernel_ratio", "whiten",
+]
