@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
+from dynamics import Simulation
 from dynamics.frame import DIVERGED, RUNNING
 from dynamics.inertial import InertialEngine, model_field
 from dynamics.settings import PART_II_MODELS, Settings
@@ -112,3 +113,16 @@ def test_measured_order_of_fixed_step_scheme(model):
     order = np.polyfit(np.log(dts), np.log(errors), 1)[0]
     print(f"{model}: errors {errors}, measured order {order:.2f}")
     assert order >= 1.8
+
+
+def test_runaway_momenta_stop_the_run_with_finite_diagnostics():
+    """softmax_inertial at its defaults: H → −∞ drives the momenta to blow up; the run
+    stops at the step where ‖Y‖ passes norm_limit (or where the energy would rise,
+    which dH/dt ≤ 0 forbids), with every reported value finite."""
+    sim = Simulation(Settings(model="softmax_inertial"))
+    frame = sim.step(1000)
+    assert sim.status == "diverged" and sim.diverged_at is not None
+    assert "diverged at t =" in sim.message
+    assert sim.diverged_at < 1.0
+    assert all(np.isfinite(v) for v in frame.diagnostics.values())
+    assert np.all(np.isfinite(frame.momenta)) and np.all(np.isfinite(frame.features))

@@ -44,6 +44,8 @@ from .softmax import (
 )
 
 ORDER = RK4_ORDER
+#: Models whose energy can only decrease (dH/dt ≤ 0, MODEL.md §11, §13).
+_DISSIPATIVE = ("linear_accelerated", "softmax_inertial")
 SOFTMAX_MODELS = ("softmax_first_order", "softmax_inertial", "softmax_momentum")
 SECOND_ORDER_MODELS = ("linear_accelerated", "softmax_inertial", "softmax_momentum")
 
@@ -179,6 +181,8 @@ class InertialEngine:
             return
         s = self.settings
         f = model_field(self.model, self.A, self.V, self.B, self.damping)
+        start = self._measure(self.Z)
+        self._energy = start[3] if start is not None else np.inf
         for _ in range(int(n)):
             h, limit = s.dt, s.norm_limit
             with np.errstate(over="ignore", invalid="ignore", under="ignore"):
@@ -187,13 +191,22 @@ class InertialEngine:
             if vals is None:
                 self._diverge(self.t + h, "state or energy became non-finite")
                 return
+            H_before = self._energy
             self.Z, self.t = Z, self.t + h
+            self._energy = vals[3]
             self.steps += 1
             if vals[0] > limit:
                 self._diverge(self.t, f"feature norm exceeded {limit:g}")
                 return
             if vals[1] > limit:
                 self._diverge(self.t, f"second moment exceeded {limit:g}")
+                return
+            if float(np.linalg.norm(Z[1])) > limit:
+                self._diverge(self.t, f"momentum norm exceeded {limit:g}")
+                return
+            if self.model in _DISSIPATIVE and vals[3] > H_before + 1e-6 * (1.0 + abs(H_before)):
+                self._diverge(self.t, "the energy increased although dH/dt ≤ 0 "
+                                      "(the step is too large for this state; lower dt)")
                 return
 
     def _diverge(self, t: float, reason: str) -> None:
