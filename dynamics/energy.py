@@ -8,7 +8,6 @@ taken from logits, never from ``A`` itself, so nothing underflows to ``log 0``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
 
 
 def scores(X, M):
@@ -26,10 +25,16 @@ def scores(X, M):
     return (X @ M) @ X.T
 
 
+def row_logsumexp(Z):
+    """``log Σ_j exp(Z_ij)`` per row with max-subtraction, shape (N, N) → (N, 1)."""
+    m = Z.max(axis=1, keepdims=True)
+    return m + np.log(np.exp(Z - m).sum(axis=1, keepdims=True))
+
+
 def log_rowsoftmax(Z):
     """Row-wise log-softmax of logits, shape (N, N) → (N, N)."""
     Z = np.asarray(Z, dtype=float)
-    return Z - logsumexp(Z, axis=1, keepdims=True)
+    return Z - row_logsumexp(Z)
 
 
 def rowsoftmax(Z, centred=False):
@@ -72,7 +77,7 @@ def free_energy(A, S, beta, log_a=None):
 
 def potential(S, beta):
     """Log-sum-exp potential ``Φ = −(1/β) Σ_i logsumexp_j(βS_ij)`` = min of F (§1)."""
-    return float(-np.sum(logsumexp(beta * S, axis=1)) / beta)
+    return float(-np.sum(row_logsumexp(beta * S)) / beta)
 
 
 def kl_rows(log_p, log_q):

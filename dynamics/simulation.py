@@ -361,8 +361,9 @@ class Simulation:
             # γκ max(A) ‖X W_Vᵀ‖₂². Sub-step so that this gain × step stays below 1/4.
             n_sub = 1
             if model == "value_matching" and prob.kappa > 0:
+                XW = st.X @ prob.W_V.T  # ‖XW_Vᵀ‖₂² = λ_max of the d×d Gram matrix
                 gain = (prob.gamma * prob.kappa * float(st.A.max())
-                        * np.linalg.norm(st.X @ prob.W_V.T, 2) ** 2)
+                        * float(np.linalg.eigvalsh(XW.T @ XW)[-1]))
                 n_sub = int(np.ceil(gain * h / _VM_GAIN_STEP))
                 if n_sub > _MAX_SUBSTEPS:
                     raise _TooStiff(
