@@ -1,0 +1,114 @@
+"""Shared machinery of the backend benchmarks: one BLAS thread, side-by-side timing, tables.
+
+Every speed figure is a ratio of two timings taken in the same run, interleaved round
+by round, each the minimum over rounds (the least disturbed sample on a shared
+machine). Nothing here asserts an absolute time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+#: Rows of the ratio tables printed at the end of a timed run, by table title.
+TABLES: dict[str, list[dict]] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_blas_thread():
+    """One BLAS thread: multi-threaded OpenBLAS on a busy 2-core box is ~30x slower."""
+    with threadpool_limits(1):
+        yield
+
+
+def side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5,
+                 min_sample: float = 0.02) -> dict[str, float]:
+    """Seconds per call of each function, timed interleaved; minimum over ``rounds``.
+
+    Each sample repeats a call until it lasts about ``min_sample`` seconds, so the
+    timer resolution and per-sample noise stay small for the fast calls.
+    """
+    repeats = {}
+    for name, fn in fns.items():  # one warm-up call, which also sizes the sample
+        t0 = time.perf_counter()
+        fn()
+        repeats[name] = max(1, min(1000, math.ceil(min_sample / max(time.perf_counter() - t0,
+                                                                    1e-7))))
+    best = dict.fromkeys(fns, math.inf)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n = repeats[name]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - t0) / n)
+    return best
+
+
+def matmul_floor(N: int, d: int, seed: int = 0) -> Callable[[], object]:
+    """The bare O(N²d) products of one step on arrays of the step's size.
+
+    One score product ``(X M) Xᵀ`` plus one force ``A (X Mᵀ) + Aᵀ (X M)``.
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, d))
+    M = rng.standard_normal((d, d)) / np.sqrt(d)
+    A = rng.random((N, N))
+    A /= A.sum(axis=1, keepdims=True)
+
+    def floor():
+        S = (X @ M) @ X.T
+        F = A @ (X @ M.T) + A.T @ (X @ M)
+        return S, F
+
+    return floor
+
+
+def fit_exponent(sizes, seconds) -> float:
+    """Slope of log(seconds) against log(size), a least-squares fit."""
+    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+
+
+def table_row(table: str, row: dict) -> None:
+    """Add ``row`` to the table printed at the end of the run."""
+    TABLES.setdefault(table, []).append(dict(row))
+
+
+def record(benchmark, table: str, row: dict) -> None:
+    """Store ``row`` in ``benchmark.extra_info`` and in the table printed at the end."""
+    benchmark.extra_info.update(row)
+    table_row(table, row)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:.3g}" if abs(value) < 1e4 else f"{value:.2e}"
+    return str(value)
+
+
+def format_table(rows: list[dict]) -> list[str]:
+    """Aligned text lines of ``rows`` (columns: union of keys, in first-seen order)."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    cells = [[_cell(row.get(k, "")) for k in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print every ratio table gathered in a timed run."""
+    for title, rows in TABLES.items():
+        terminalreporter.write_sep("=", title)
+        for line in format_table(rows):
+            terminalreporter.write_line(line)

@@ -1,0 +1,140 @@
+"""``simulate`` against ``scipy.integrate.solve_ivp`` at matched final accuracy (item 2).
+
+Canonical model, N = 8, d = 4, t_end = 2, default seed, in a stiff (γ/β = 1000) and a
+non-stiff (γ/β = 1) regime. The final features of each configuration are compared
+with a tight reference (Radau rtol 1e-11 when stiff, DOP853 rtol 1e-12 otherwise);
+for ``simulate`` a ladder of steps dt and for RK45/Radau/LSODA a ladder of rtol is
+walked from coarse to fine until the error ``max|X - X_ref|`` is at most 1e-4. The
+fastest configuration of each that reaches it is then re-timed side by side with the
+fastest ``simulate``; the figure is ``t_method / t_simulate`` (the speed-up of
+``simulate``). Targets, reported not asserted: stiff ≥ 20 against RK45 and > 1 against
+Radau and LSODA; non-stiff only reported.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from dynamics import Settings, simulate
+from dynamics.reference import solve_reference
+
+from .conftest import side_by_side, table_row
+
+N, DIM, T_END = 8, 4, 2.0
+TARGET_ERROR = 1e-4
+REGIMES = {"stiff": {"gamma": 1000.0, "beta": 1.0}, "non-stiff": {"gamma": 1.0, "beta": 1.0}}
+DT_LADDER = (0.04, 0.02, 0.01, 0.005, 0.0025, 0.00125)
+RTOL_LADDER = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
+METHODS = ("RK45", "Radau", "LSODA")
+#: Passing rungs tried beyond the first one (the cost is not always monotone in rtol).
+EXTRA_RUNGS = 2
+SPEEDUP_TARGETS = {"stiff": {"RK45": 20.0, "Radau": 1.0, "LSODA": 1.0}}
+
+
+def _settings(regime: str) -> Settings:
+    return Settings(model="canonical", n_tokens=N, dim=DIM, **REGIMES[regime])
+
+
+def _reference(settings: Settings, regime: str, t_end: float, tight: bool = True):
+    if regime == "stiff":
+        rtol, atol, method = (1e-11, 1e-12, "Radau") if tight else (1e-8, 1e-10, "Radau")
+    else:
+        rtol, atol, method = (1e-12, 1e-12, "DOP853") if tight else (1e-9, 1e-11, "DOP853")
+    sol = solve_reference(settings, t_end, method=method, rtol=rtol, atol=atol)
+    assert sol.success, sol.message
+    return sol.y[:N * DIM, -1].reshape(N, DIM)
+
+
+def _simulate_run(settings: Settings, dt: float, t_end: float):
+    s = settings.copy(dt=dt)
+    n_steps = max(1, int(round(t_end / dt)))
+
+    def run():
+        traj = simulate(s, t_end, every=n_steps)
+        assert traj.status == "running", traj.message
+        return traj.features[-1]
+
+    return run
+
+
+def _ivp_run(settings: Settings, method: str, rtol: float, t_end: float):
+    def run():
+        sol = solve_reference(settings, t_end, method=method, rtol=rtol, atol=1e-2 * rtol)
+        assert sol.success, sol.message
+        return sol.y[:N * DIM, -1].reshape(N, DIM)
+
+    return run
+
+
+def _walk(ladder, X_ref):
+    """Run each ``(config, run)`` once, coarse to fine; the fastest rung reaching the target.
+
+    Returns ``(best, rungs)``: ``best`` is ``(config, run, error)`` or None, ``rungs`` the
+    ``(config, error, seconds)`` of every rung run.
+    """
+    rungs, passing = [], []
+    for config, run in ladder:
+        t0 = time.perf_counter()
+        X = run()
+        seconds = time.perf_counter() - t0
+        error = float(np.max(np.abs(X - X_ref)))
+        rungs.append((config, error, seconds))
+        if error <= TARGET_ERROR:
+            passing.append((seconds, config, run, error))
+            if len(passing) > EXTRA_RUNGS:
+                break
+    if not passing:
+        return None, rungs
+    _, config, run, error = min(passing, key=lambda p: p[0])
+    return (config, run, error), rungs
+
+
+@pytest.mark.parametrize("regime", list(REGIMES))
+def test_simulate_vs_solve_ivp(benchmark, regime):
+    settings = _settings(regime)
+    benchmark.group = "simulate vs solve_ivp"
+    if benchmark.disabled:  # one short run of every code path, no ladders
+        t_end = 0.2
+        X_ref = _reference(settings, regime, t_end, tight=False)
+        X = benchmark.pedantic(_simulate_run(settings, 0.02, t_end), rounds=1, iterations=1)
+        assert np.max(np.abs(X - X_ref)) < 1e-2
+        for method in METHODS:
+            X = _ivp_run(settings, method, 1e-3, t_end)()
+            assert np.max(np.abs(X - X_ref)) < 1e-2
+        return
+
+    X_ref = _reference(settings, regime, T_END)
+    best, rungs = {}, {}
+    best["simulate"], rungs["simulate"] = _walk(
+        [(f"dt={dt:g}", _simulate_run(settings, dt, T_END)) for dt in DT_LADDER], X_ref)
+    for method in METHODS:
+        best[method], rungs[method] = _walk(
+            [(f"rtol={r:g}", _ivp_run(settings, method, r, T_END)) for r in RTOL_LADDER], X_ref)
+    assert best["simulate"] is not None, f"simulate never reached {TARGET_ERROR:g}: {rungs}"
+    reached = {name: b for name, b in best.items() if b is not None}
+    t = side_by_side({name: b[1] for name, b in reached.items()}, rounds=3, min_sample=0.0)
+    benchmark.pedantic(best["simulate"][1], rounds=3, iterations=1)
+
+    benchmark.extra_info["ladders"] = {
+        name: [{"config": c, "error": e, "seconds_once": s} for c, e, s in r]
+        for name, r in rungs.items()
+    }
+    targets = SPEEDUP_TARGETS.get(regime, {})
+    for name in ("simulate", *METHODS):
+        b = best[name]
+        speedup = t[name] / t["simulate"] if b is not None else float("nan")
+        row = {
+            "regime": regime, "method": name,
+            "config": b[0] if b is not None else "not reached",
+            "error": b[2] if b is not None else float("nan"),
+            "t/t_simulate": speedup,
+            "target": f">= {targets[name]:g}" if name in targets else "-",
+            "met": ("yes" if speedup >= targets[name] else "NO") if name in targets else "-",
+        }
+        table_row(f"simulate vs solve_ivp at max|X - X_ref| <= {TARGET_ERROR:g}", row)
+        benchmark.extra_info[f"speedup_vs_{name}"] = speedup
+        benchmark.extra_info[f"config_{name}"] = row["config"]
+        benchmark.extra_info[f"error_{name}"] = row["error"]
