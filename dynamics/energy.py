@@ -80,10 +80,13 @@ def potential(S, beta):
     return float(-np.sum(row_logsumexp(beta * S)) / beta)
 
 
-def kl_rows(log_p, log_q):
-    """``KL(P_i ‖ Q_i)`` per row from log-probabilities, shape (N,); clipped at 0."""
-    P = np.exp(log_p)
-    return np.maximum(np.sum(P * (log_p - log_q), axis=1), 0.0)
+def kl_rows(log_p, log_q, P=None):
+    """``KL(P_i ‖ Q_i)`` per row from log-probabilities, shape (N,); clipped at 0.
+
+    ``P = exp(log_p)`` may be passed when already known.
+    """
+    P = np.exp(log_p) if P is None else P
+    return np.maximum(np.einsum("ij,ij->i", P, log_p - log_q), 0.0)
 
 
 def marginal_costs(log_a, S, beta):

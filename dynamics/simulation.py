@@ -465,14 +465,14 @@ class Simulation:
             return effective_scores(self.model, self.prob, st.X, st.P, st.A, st.S)
         return st.S
 
-    def _energy(self, st: State) -> float:
+    def _energy(self, st: State, log_a=None) -> float:
         """``E = F`` on prescribed paths, ``H`` for the Hamiltonian models (§9)."""
+        log_a = en.log_rowsoftmax(st.Z) if log_a is None else log_a
         if self.model == "attention":
-            return en.free_energy(st.A, st.S, self.prob.beta, en.log_rowsoftmax(st.Z))
+            return en.free_energy(st.A, st.S, self.prob.beta, log_a)
         if self.model == "transformer":
             return en.potential(st.S, self.prob.beta)
-        return hamiltonian(self.model, self.prob, st.X, st.P, st.A,
-                           en.log_rowsoftmax(st.Z), st.S)
+        return hamiltonian(self.model, self.prob, st.X, st.P, st.A, log_a, st.S)
 
     def _residual(self, st: State, energy=None) -> float:
         energy = self._energy(st) if energy is None else energy
@@ -482,18 +482,19 @@ class Simulation:
         st, prob, model = self.state, self.prob, self.model
         beta = prob.beta
         log_a = en.log_rowsoftmax(st.Z)
-        log_star = en.log_rowsoftmax(beta * st.S)
+        lse_star = en.row_logsumexp(beta * st.S)
+        log_star = beta * st.S - lse_star
         S_hat = self._effective_scores(st)
-        log_target = en.log_rowsoftmax(beta * S_hat)
-        kl_rows = en.kl_rows(log_a, log_star)
+        log_target = log_star if S_hat is st.S else en.log_rowsoftmax(beta * S_hat)
+        kl_rows = en.kl_rows(log_a, log_star, st.A)
         slaved = model in ("reduced", "transformer")
         F = en.free_energy(st.A, st.S, beta, log_a)
-        energy = self._energy(st)
+        energy = F if model == "attention" else self._energy(st, log_a)
         costs = en.marginal_costs(log_a, S_hat, beta)
         diag = {
             "t": st.t,
             "free_energy": F,
-            "potential": en.potential(st.S, beta),
+            "potential": float(-np.sum(lse_star) / beta),
             "hamiltonian": F if model == "attention" else energy,
             "kinetic_energy": 0.0 if model in ("attention", "transformer")
             else kinetic_energy(model, prob, st.X, st.P, st.A),
@@ -501,7 +502,8 @@ class Simulation:
             "dissipated": st.dissipated,
             "work": st.work,
             "kl": float(kl_rows.sum()),
-            "kl_target": float(en.kl_rows(log_a, log_target).sum()),
+            "kl_target": float(kl_rows.sum()) if log_target is log_star
+            else float(en.kl_rows(log_a, log_target, st.A).sum()),
             "kl_bound": float(np.sum(st.B**2) / 8.0),
             "energy_residual": self._residual(st, energy),
             "entropy_mean": float(np.mean(en.entropy_rows(st.A, log_a))),
@@ -511,9 +513,10 @@ class Simulation:
         }
         for name in NOT_APPLICABLE.get(model, ()):
             diag[name] = float("nan")
+        softmax = np.exp(log_star)
         return Frame(
-            t=st.t, features=st.X, momenta=st.P, attention=st.A,
-            softmax=np.exp(log_star), target=np.exp(log_target), kl_rows=kl_rows,
+            t=st.t, features=st.X, momenta=st.P, attention=st.A, softmax=softmax,
+            target=softmax if log_target is log_star else np.exp(log_target), kl_rows=kl_rows,
             diagnostics=diag, status=self.status, message=self.message,
         )
 
