@@ -1,0 +1,84 @@
+"""Attention heatmaps: A(t), the softmax A*(t) and log(A/A*) (MODEL.md §1, §4).
+
+Bokeh ``image`` glyphs fed by one ``ColumnDataSource`` each; a frame replaces
+their ``data``.  Row i (query) runs down, column j (source) across.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
+from bokeh.palettes import RdBu11, Viridis256
+from bokeh.plotting import figure
+
+_TINY = 1e-300
+#: Smallest colour limit of the log-ratio map (a converged run shows a flat map).
+_MIN_LIMIT = 1e-3
+
+
+def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
+    """``log(A/A*)`` entrywise, finite even where an entry underflowed to 0."""
+    return np.log(np.maximum(A, _TINY)) - np.log(np.maximum(A_star, _TINY))
+
+
+def _figure(title, mapper, n, label):
+    p = figure(
+        title=title, width=310, height=300, x_range=(-0.5, n - 0.5), y_range=(n - 0.5, -0.5),
+        tools="hover,save,reset,box_zoom", toolbar_location="above",
+        x_axis_label="source token j", y_axis_label="query token i",
+        tooltips=[("i", "$y{0}"), ("j", "$x{0}"), (label, "@image{0.0000}")],
+    )
+    source = ColumnDataSource({"image": [np.zeros((n, n), dtype=np.float32)]})
+    p.image(image="image", x=-0.5, y=-0.5, dw=n, dh=n, color_mapper=mapper, source=source)
+    p.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    p.grid.visible = False
+    return p, source
+
+
+class Heatmaps(pn.viewable.Viewer):
+    """Three heatmaps side by side; :meth:`update` pushes one frame."""
+
+    def __init__(self, n_tokens: int = 8, **params):
+        super().__init__(**params)
+        self.n = n_tokens
+        mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=1.0)
+        self.ratio_mapper = LinearColorMapper(palette=list(reversed(RdBu11)), low=-1.0, high=1.0)
+        self.fig_attention, self.attention = _figure(
+            "Attention A(t)", mapper, n_tokens, "A_ij")
+        self.fig_softmax, self.softmax = _figure(
+            "Softmax A*(t) = rowsoftmax(βS)", mapper, n_tokens, "A*_ij")
+        self.fig_ratio, self.ratio = _figure(
+            "Lag log(A/A*)", self.ratio_mapper, n_tokens, "log(A/A*)")
+        self.figures = (self.fig_attention, self.fig_softmax, self.fig_ratio)
+        # The page acknowledges each frame it receives by echoing its id in ``tags``
+        # (the dashboard's flow control, see ``Dashboard.tick``).
+        self.attention.data["frame"] = [0]
+        self.attention.js_on_change("data", CustomJS(
+            args={"source": self.attention},
+            code="const f = source.data.frame; if (f) source.tags = [f[0]];"))
+        self.sources = (self.attention, self.softmax, self.ratio)
+
+    def resize(self, n: int) -> None:
+        """Fit the axes and images to ``n`` tokens."""
+        self.n = n
+        for fig in self.figures:
+            fig.x_range.start, fig.x_range.end = -0.5, n - 0.5
+            fig.y_range.start, fig.y_range.end = n - 0.5, -0.5
+            fig.renderers[0].glyph.update(dw=n, dh=n)
+
+    def update(self, frame, frame_id: int = 0) -> None:
+        """Show the attention of ``frame`` (``frame_id`` is echoed back by the page)."""
+        A, A_star = frame.attention, frame.softmax
+        if A.shape[0] != self.n:
+            self.resize(A.shape[0])
+        ratio = log_ratio(A, A_star)
+        limit = max(float(np.abs(ratio).max()), _MIN_LIMIT)
+        self.attention.data = {"image": [A.astype(np.float32)], "frame": [frame_id]}
+        self.softmax.data = {"image": [A_star.astype(np.float32)]}
+        self.ratio.data = {"image": [ratio.astype(np.float32)]}
+        if not (0.8 * self.ratio_mapper.high <= limit <= self.ratio_mapper.high):
+            self.ratio_mapper.update(low=-limit, high=limit)
+
+    def __panel__(self):
+        return pn.Row(*(pn.pane.Bokeh(f) for f in self.figures))

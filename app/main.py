@@ -1,0 +1,14 @@
+"""Servable entry point: ``panel serve app/main.py``."""
+
+import panel as pn
+from threadpoolctl import threadpool_limits
+
+# Each session steps small matrices: one BLAS thread per process avoids oversubscribing
+# the cores that many sessions (and the browser, on a laptop) share.
+threadpool_limits(1)
+
+from app import Dashboard
+
+pn.extension("katex")
+
+Dashboard().servable(title="Nonequilibrium attention dynamics")

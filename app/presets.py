@@ -1,0 +1,81 @@
+"""Presets: named settings tied to statements of MODEL.md (``assets/presets/attention.json``).
+
+A preset is ``{"name", "caption", "settings": {...}}`` with optional
+``"quench": {"at_t": t, setting: value, ...}`` and ``"compare": bool`` (comparison mode).
+:func:`validate` checks it against ``dynamics.Settings`` and returns every problem;
+a preset with a problem changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dynamics import PART_I_MODELS, Settings
+from dynamics.simulation import RESTART_SETTINGS
+
+PRESET_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets" / "attention.json"
+REQUIRED = ("name", "caption", "settings")
+OPTIONAL = ("quench", "compare")
+
+
+def load_presets(path: Path | str = PRESET_FILE) -> list[dict]:
+    """The presets of ``path`` (a JSON list), unvalidated."""
+    with open(path, encoding="utf-8") as fh:
+        presets = json.load(fh)
+    if not isinstance(presets, list):
+        raise ValueError(f"{path}: expected a JSON list of presets")
+    return presets
+
+
+def _check_setting(name, value) -> str | None:
+    if name not in Settings.param or name == "name":
+        return f"unknown setting {name!r}"
+    if name == "model" and value not in PART_I_MODELS:
+        return f"model must be one of {', '.join(PART_I_MODELS)}, got {value!r}"
+    try:
+        Settings.param[name]._validate(value)
+    except ValueError as err:
+        return f"{name}: {err}"
+    return None
+
+
+def validate(preset) -> list[str]:
+    """Every problem of ``preset`` (empty if it can be applied)."""
+    if not isinstance(preset, dict):
+        return [f"a preset must be a JSON object, got {type(preset).__name__}"]
+    errors = [f"missing field {k!r}" for k in REQUIRED if k not in preset]
+    errors += [f"unknown field {k!r}" for k in preset if k not in REQUIRED + OPTIONAL]
+    for key in ("name", "caption"):
+        if key in preset and not isinstance(preset[key], str):
+            errors.append(f"field {key!r} must be a string")
+    if "compare" in preset and not isinstance(preset["compare"], bool):
+        errors.append("field 'compare' must be true or false")
+    settings = preset.get("settings", {})
+    if not isinstance(settings, dict):
+        errors.append("field 'settings' must be an object")
+        settings = {}
+    errors += [e for e in (_check_setting(k, v) for k, v in settings.items()) if e]
+    if "quench" in preset:
+        quench = preset["quench"]
+        if not isinstance(quench, dict):
+            errors.append("field 'quench' must be an object")
+        else:
+            at = quench.get("at_t")
+            if isinstance(at, bool) or not isinstance(at, (int, float)) or not at >= 0:
+                errors.append("quench: 'at_t' must be a time ≥ 0")
+            changes = {k: v for k, v in quench.items() if k != "at_t"}
+            if not changes:
+                errors.append("quench: no setting to change")
+            for k, v in changes.items():
+                if k in RESTART_SETTINGS:
+                    errors.append(f"quench: {k!r} restarts the run, it cannot be quenched")
+                elif e := _check_setting(k, v):
+                    errors.append(f"quench: {e}")
+    return errors
+
+
+def preset_values(preset: dict) -> dict:
+    """Full settings of a valid preset: the defaults, overridden by its settings."""
+    defaults = {k: Settings.param[k].default for k in Settings.names()}
+    return {**defaults, **preset["settings"]}

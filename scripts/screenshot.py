@@ -1,0 +1,37 @@
+"""Screenshot of the dashboard while playing: ``python scripts/screenshot.py [URL] [N]``.
+
+Serves nothing itself: point it at a running ``panel serve app/main.py``.
+Writes ``assets/screenshot.png`` and prints the frames/s seen in the page.
+"""
+
+import sys
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:5006/main"
+
+COUNT_JS = """
+async (ms) => {
+  const doc = Bokeh.documents[0];
+  const src = [...doc._all_models.values()].find(
+      m => m.data instanceof Object && "image" in m.data);
+  let n = 0;
+  src.properties.data.change.connect(() => { n += 1; });
+  await new Promise(r => setTimeout(r, ms));
+  return n * 1000 / ms;
+}
+"""
+
+with sync_playwright() as p:
+    browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+    page = browser.new_page(viewport={"width": 1700, "height": 1350})
+    page.goto(URL)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.wait_for_timeout(4000)
+    print("frames/s in the page:", page.evaluate(COUNT_JS, 3000))
+    print("status line:", page.get_by_text("frames/s").first.inner_text())
+    page.screenshot(path=str(ROOT / "assets" / "screenshot.png"), full_page=True)
+    browser.close()

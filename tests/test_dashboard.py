@@ -1,0 +1,246 @@
+"""Fast tier: drive the Dashboard through its parameters and methods (no browser)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from app import Dashboard
+from app import presets as presets_module
+from app.controls import applies
+from dynamics import PART_I_MODELS, Settings
+
+
+def _all_finite(source) -> bool:
+    for column in source.data.values():
+        for value in column:
+            arr = np.asarray(value)
+            if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+                return False
+    return True
+
+
+def _sources(d):
+    return [*d.heatmaps.sources, d.timeseries.source, d.trajectories.trail,
+            d.trajectories.tokens, d.trajectories.reference]
+
+
+def play(d, ticks):
+    for _ in range(ticks):
+        d.tick()
+
+
+@pytest.fixture
+def dash():
+    return Dashboard(settings=Settings(n_tokens=6, dim=3), playing=False)
+
+
+def test_ticks_advance_and_fill_every_plot(dash):
+    play(dash, 10)
+    assert dash.sim.t == pytest.approx(10 * dash.steps_per_frame * dash.settings.dt)
+    ts = dash.timeseries.source.data
+    assert len(ts["t"]) == 11 and ts["t"][-1] == pytest.approx(dash.sim.t)
+    image = dash.heatmaps.attention.data["image"][0]
+    assert image.shape == (6, 6)
+    np.testing.assert_allclose(image.sum(axis=1), 1.0, rtol=1e-5)
+    assert len(dash.trajectories.tokens.data["x"]) == 6
+    assert len(dash.trajectories.trail.data["x"]) == 6 * 11
+    assert all(_all_finite(s) for s in _sources(dash))
+    assert "t = " in dash.status.object
+
+
+def test_beta_change_continues_and_n_change_restarts(dash):
+    play(dash, 5)
+    t = dash.sim.t
+    dash.settings.beta = 3.0
+    play(dash, 1)
+    assert dash.sim.t > t and len(dash.timeseries.source.data["t"]) == 7
+    dash.settings.n_tokens = 9
+    assert dash.sim.t == 0 and len(dash.timeseries.source.data["t"]) == 1
+    assert dash.heatmaps.attention.data["image"][0].shape == (9, 9)
+    play(dash, 2)
+    assert len(dash.trajectories.tokens.data["x"]) == 9
+
+
+def test_log_slider_maps_to_settings(dash):
+    slider = dash.controls.widgets["beta"]
+    slider.value = 1.0
+    assert dash.settings.beta == pytest.approx(10.0)
+    dash.settings.beta = 0.5
+    assert slider.value == pytest.approx(math.log10(0.5))
+
+
+def test_controls_follow_the_model(dash):
+    w = dash.controls.widgets
+    dash.settings.model = "attention"
+    assert w["path"].visible and not w["kappa"].visible and not w["mass"].visible
+    dash.settings.model = "value_matching"
+    assert w["kappa"].visible and w["mass"].visible and not w["path"].visible
+    assert list(w["model"].options) == list(PART_I_MODELS)
+    assert not applies("gamma", Settings(model="reduced"))
+
+
+@pytest.mark.parametrize("model", ["value_matching", "cotangent_lift", "transformer"])
+def test_not_applicable_diagnostics_are_hidden_not_nan(model):
+    d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=3), playing=False)
+    play(d, 3)
+    assert all(_all_finite(s) for s in _sources(d))
+    hidden = [k for k, r in d.timeseries.lines.items() if not r.visible]
+    if model == "transformer":
+        assert hidden == ["residual"]
+    else:
+        assert set(hidden) == {"kl_bound", "kl_bound_log"}
+
+
+def test_presets_all_valid_and_load():
+    d = Dashboard(playing=False)
+    for preset in presets_module.load_presets():
+        assert presets_module.validate(preset) == [], preset["name"]
+        assert d.load_preset(preset)
+        assert d.settings.model == preset["settings"]["model"]
+        assert preset["name"] in d.caption.object
+        play(d, 2)
+        assert d.sim.status == "running"
+
+
+def test_bad_preset_changes_nothing_and_lists_problems(dash):
+    before = dash.settings.values()
+    bad = {"name": "bad", "settings": {"bogus": 1, "beta": "two", "n_tokens": 3.5,
+                                      "model": "linear"}}
+    assert not dash.load_preset(bad)
+    assert dash.settings.values() == before
+    for word in ("caption", "bogus", "beta", "n_tokens", "model"):
+        assert word in dash.notice
+    assert dash.alert.visible
+
+
+def test_quench_preset_changes_beta_during_the_run():
+    d = Dashboard(playing=False, steps_per_frame=50)
+    (quench,) = [p for p in presets_module.load_presets() if "quench" in p]
+    assert d.load_preset(quench)
+    play(d, 8)
+    assert d.settings.beta == quench["quench"]["beta"]
+    assert d.sim.t > quench["quench"]["at_t"]
+
+
+def test_url_round_trip():
+    d = Dashboard(settings=Settings(model="attention", beta=2.5, n_tokens=12, path="drift"),
+                  steps_per_frame=7, playing=False)
+    query = d.query
+    assert query["beta"] == "2.5" and query["path"] == "drift" and query["steps_per_frame"] == "7"
+    e = Dashboard(query=query, playing=False)
+    assert e.notice == ""
+    assert e.settings.values() == d.settings.values()
+    assert e.steps_per_frame == 7
+
+
+def test_bad_query_values_give_message_and_default():
+    d = Dashboard(query={"beta": [b"5000"], "n_tokens": "many", "model": "linear",
+                         "gamma": "nan", "zzz": "1", "dim": "3"}, playing=False)
+    for word in ("beta", "[0.001, 1000]", "n_tokens", "model", "gamma", "zzz"):
+        assert word in d.notice
+    assert d.settings.beta == 1.0 and d.settings.n_tokens == 8 and d.settings.model == "canonical"
+    assert d.settings.dim == 3
+    assert d.alert.visible
+
+
+def test_divergence_stops_the_run_without_nan():
+    d = Dashboard(settings=Settings(model="canonical", confinement=0.0, beta=5.0,
+                                    n_tokens=6, dim=3, norm_limit=30.0),
+                  steps_per_frame=50, playing=True)
+    play(d, 60)
+    assert d.sim.status == "diverged"
+    assert not d.playing
+    assert "diverged at t" in d.status.object
+    assert all(_all_finite(s) for s in _sources(d))
+    t = d.sim.t
+    play(d, 2)
+    assert d.sim.t == t
+    d.reset()
+    assert d.sim.status == "running" and d.sim.t == 0
+
+
+def test_comparison_mode_records_the_distance(dash):
+    dash.compare = True
+    assert dash.reference is not None and dash.timeseries.fig_distance.visible
+    play(dash, 10)
+    distance = dash.timeseries.source.data["distance"]
+    assert distance[0] == 0.0 and distance[-1] > 0
+    assert len(dash.trajectories.reference.data["x"]) == 6
+    assert dash.reference.t == pytest.approx(dash.sim.t)
+    dash.settings.n_tokens = 7
+    play(dash, 3)
+    assert dash.reference.t == pytest.approx(dash.sim.t)
+    dash.compare = False
+    assert dash.reference is None and not dash.timeseries.fig_distance.visible
+
+
+def test_reset_clears_buffers(dash):
+    play(dash, 5)
+    dash.reset()
+    assert dash.sim.t == 0 and len(dash.timeseries.source.data["t"]) == 1
+
+
+def test_tick_error_stops_this_run_and_reset_recovers(dash, monkeypatch):
+    def boom(n=1):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(dash.sim, "advance", boom)
+    dash.playing = True
+    dash.tick()
+    assert not dash.playing and "boom" in dash.status.object
+    monkeypatch.undo()
+    dash.reset()
+    play(dash, 1)
+    assert dash.sim.status == "running" and dash.sim.t > 0
+
+
+def test_exports(dash):
+    from app import export
+
+    play(dash, 4)
+    csv = export.csv_bytes(dash).getvalue().decode()
+    lines = csv.strip().splitlines()
+    assert lines[0].startswith("t,free_energy") and len(lines) == 6
+    blob = export.netcdf_bytes(dash).getvalue()
+    assert blob[:3] == b"CDF"
+
+
+def test_heatmap_log_ratio_symmetric_limits(dash):
+    play(dash, 1)
+    m = dash.heatmaps.ratio_mapper
+    assert m.low == -m.high and m.high > 0
+    ratio = dash.heatmaps.ratio.data["image"][0]
+    assert np.abs(ratio).max() <= m.high + 1e-6
+
+
+def test_preset_file_is_json_list():
+    with open(presets_module.PRESET_FILE, encoding="utf-8") as fh:
+        data = json.load(fh)
+    assert isinstance(data, list) and len(data) >= 8
+
+
+def test_time_going_back_resets_the_buffers(dash):
+    play(dash, 5)
+    dash.sim.reset()  # a restart the dashboard did not ask for
+    play(dash, 1)
+    t = dash.timeseries.source.data["t"]
+    assert len(t) == 1 and t[0] == pytest.approx(dash.sim.t)
+    assert len(dash.trajectories.trail.data["x"]) == dash.settings.n_tokens
+
+
+def test_inertial_lab_tab_or_placeholder():
+    d = Dashboard(playing=False)
+    tabs = d.__panel__()[1]
+    assert len(tabs) == 2 and tabs._names[1] == "Inertial lab"
+
+
+def test_beta_change_while_paused_redraws_the_softmax_without_advancing(dash):
+    play(dash, 3)
+    t, rows = dash.sim.t, len(dash.timeseries.source.data["t"])
+    before = dash.heatmaps.softmax.data["image"][0].copy()
+    dash.settings.beta = 4.0
+    after = dash.heatmaps.softmax.data["image"][0]
+    assert not np.allclose(before, after)
+    assert dash.sim.t == t and len(dash.timeseries.source.data["t"]) == rows

@@ -1,0 +1,126 @@
+"""Browser tier: serve the app with ``panel serve`` and drive it in headless Chromium.
+
+Uses Debian's Chromium at /usr/bin/chromium (Playwright's own browser download is
+not used); every test here is marked ``ui`` and skipped when Chromium is missing.
+"""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+_CLOSED_SOCKET_RACE = re.compile(
+    r"Task exception was never retrieved\nfuture: <Task finished name='[^']*' "
+    r"coro=<WebSocketProtocol13\.write_message\.<locals>\.wrapper\(\).*?"
+    r"tornado\.websocket\.WebSocketClosedError\n", re.DOTALL)
+ROOT = Path(__file__).resolve().parents[2]
+PANEL = Path(sys.executable).with_name("panel")
+
+
+def pytest_collection_modifyitems(config, items):
+    if not os.path.exists(CHROMIUM):
+        skip = pytest.mark.skip(reason=f"Chromium not found at {CHROMIUM}")
+        for item in items:
+            if "ui" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {
+        **browser_type_launch_args,
+        "executable_path": CHROMIUM,
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"],
+    }
+
+
+@pytest.fixture(scope="session")
+def base_url():
+    """Overrides pytest-base-url's fixture, whose definition warns under pytest 9
+    (PytestRemovedIn10Warning, an error here); the tests pass full URLs."""
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "viewport": {"width": 1700, "height": 1350}}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """URL of ``panel serve app/main.py`` on a free port; its log has no Traceback."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("serve") / "panel.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [str(PANEL), "serve", "app/main.py", "--port", str(port), "--address", "127.0.0.1",
+             "--allow-websocket-origin", f"127.0.0.1:{port}",
+             # closed pages' sessions (and their periodic callbacks) go away quickly
+             "--check-unused-sessions", "1000", "--unused-session-lifetime", "1000"],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}/main"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as resp:
+                        if resp.status == 200:
+                            break
+                except OSError as err:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"panel serve did not start:\n{log_path.read_text()}") from err
+                    time.sleep(0.3)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    text = log_path.read_text()
+    # Tornado logs a write racing a browser closing its socket (nothing the app does
+    # or can catch: the write is an internal task of tornado's websocket); ignore only that.
+    text = _CLOSED_SOCKET_RACE.sub("", text)
+    assert "Traceback" not in text, text
+
+
+@pytest.fixture
+def console_errors(page):
+    """Console errors and uncaught page errors of ``page`` (asserted empty by the tests).
+
+    On teardown the run is paused and the page left, so that the server is not
+    writing a frame to a socket closing under it (tornado logs that with a traceback).
+    """
+    errors = []
+
+    def on_console(msg):
+        if msg.type == "error":
+            errors.append(f"{msg.text} at {msg.location.get('url', '?')}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield errors
+    try:
+        if page.get_by_text("▶ playing").count():
+            page.get_by_role("button", name=re.compile("Play")).click(timeout=2000)
+            page.wait_for_timeout(300)
+        page.goto("about:blank")
+    except Exception:  # the page may already be gone; closing it is all that is left
+        pass

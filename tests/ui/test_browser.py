@@ -1,0 +1,135 @@
+"""Browser tier: the served dashboard in headless Chromium (marker ``ui``)."""
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.ui
+
+#: Counts the changes of the attention heatmap's ColumnDataSource over ``ms``.
+COUNT_CHANGES = """
+async (ms) => {
+  const doc = Bokeh.documents[0];
+  const src = [...doc._all_models.values()].find(
+      m => m.data instanceof Object && "image" in m.data);
+  let n = 0;
+  src.properties.data.change.connect(() => { n += 1; });
+  await new Promise(r => setTimeout(r, ms));
+  return n;
+}
+"""
+#: A checksum of image number ``k`` (0: A, 1: A*, 2: log(A/A*)).
+IMAGE_SUM = """
+(k) => {
+  const doc = Bokeh.documents[0];
+  const srcs = [...doc._all_models.values()].filter(
+      m => m.data instanceof Object && "image" in m.data);
+  const img = srcs[k].data.image[0];
+  let s = 0;
+  for (let i = 0; i < img.length; i++) s += img[i] * (i % 7 + 1);
+  return s;
+}
+"""
+#: Number of rows in the time-series buffer.
+ROWS = """
+() => {
+  const doc = Bokeh.documents[0];
+  const src = [...doc._all_models.values()].find(m => m.data instanceof Object && "kl" in m.data);
+  return src.data.t.length;
+}
+"""
+
+
+def _open(page, url, query=""):
+    page.goto(url + query)
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.wait_for_timeout(500)
+
+
+def _pause(page):
+    button = page.get_by_role("button", name=re.compile("Play"))
+    button.click()
+    page.wait_for_timeout(600)  # let frames in flight arrive
+
+
+def test_page_loads_and_every_plot_renders(page, server, console_errors):
+    _open(page, server)
+    # 3 heatmaps, KL (linear and log), energy, rate, distance, trajectories
+    assert page.locator(".bk-Canvas").count() >= 7
+    page.wait_for_function(f"() => ({ROWS})() > 3", timeout=20000)
+    assert page.get_by_text("Model: canonical").count() >= 1
+    assert page.get_by_text("frames/s").count() >= 1
+    assert console_errors == []
+
+
+def test_play_pause(page, server, console_errors):
+    _open(page, server)
+    assert page.evaluate(COUNT_CHANGES, 1500) > 0  # autoplays on load
+    _pause(page)
+    rows = page.evaluate(ROWS)
+    assert page.evaluate(COUNT_CHANGES, 1200) == 0
+    assert page.evaluate(ROWS) == rows
+    page.get_by_role("button", name=re.compile("Play")).click()
+    assert page.evaluate(COUNT_CHANGES, 1500) > 0
+    assert console_errors == []
+
+
+def test_beta_slider_changes_state_and_plots(page, server, console_errors):
+    _open(page, server)
+    _pause(page)
+    before = page.evaluate(IMAGE_SUM, 1)
+    handle = page.locator(".noUi-handle").nth(1)  # sliders: steps per frame, then β
+    title = page.locator(".bk-slider-title").nth(1)
+    assert "β" in title.inner_text()
+    box = handle.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 + 60, box["y"] + box["height"] / 2, steps=5)
+    page.mouse.up()
+    page.wait_for_function("() => window.location.search.includes('beta=')", timeout=10000)
+    beta = float(re.search(r"beta=([0-9.e+-]+)", page.evaluate("window.location.search"))[1])
+    assert beta > 1.0
+    page.wait_for_function(f"() => Math.abs(({IMAGE_SUM})(1) - {before}) > 1e-6", timeout=10000)
+    assert console_errors == []
+
+
+def test_preset_loads(page, server, console_errors):
+    _open(page, server)
+    name = "Persistent lag under rotation"
+    page.locator("select").first.select_option(label=name)
+    page.get_by_role("button", name="Load preset").click()
+    page.get_by_text(name).nth(1).wait_for(timeout=10000)
+    page.wait_for_function("() => window.location.search.includes('model=attention')",
+                           timeout=10000)
+    assert "path" not in page.evaluate("window.location.search")  # rotation is the default
+    page.wait_for_function(f"() => ({ROWS})() > 3", timeout=20000)
+    assert console_errors == []
+
+
+def test_frames_per_second_at_n64(page, server, console_errors, capsys):
+    _open(page, server, "?n_tokens=64")
+    page.wait_for_timeout(1500)
+    changes = page.evaluate(COUNT_CHANGES, 4000)
+    fps = changes / 4.0
+    status = page.get_by_text("frames/s").first.inner_text()
+    with capsys.disabled():
+        print(f"\n[ui] N = 64: {fps:.1f} heatmap updates/s in the browser; server: {status}")
+    assert changes > 0
+    assert "N = 64" in status
+    assert console_errors == []
+
+
+def test_csv_download_and_inertial_tab(page, server, console_errors):
+    _open(page, server)
+    page.wait_for_function(f"() => ({ROWS})() > 3", timeout=20000)
+    with page.expect_download(timeout=20000) as info:
+        page.get_by_text("Download CSV").click()
+    with open(info.value.path(), encoding="utf-8") as fh:
+        text = fh.read()
+    assert text.startswith("t,free_energy") and len(text.splitlines()) > 3
+    page.get_by_text("Inertial lab", exact=True).click()
+    page.wait_for_timeout(1500)
+    page.get_by_text("Nonequilibrium attention", exact=True).click()
+    page.wait_for_timeout(500)
+    assert console_errors == []
