@@ -2,6 +2,11 @@
 
 Bokeh ``image`` glyphs fed by one ``ColumnDataSource`` each; a frame replaces
 their ``data``.  Row i (query) runs down, column j (source) across.
+
+The images are drawn on the plots' overlay canvas (``level="overlay"``): a new frame
+then repaints the image alone, not the axes, title and colour bar around it, which
+cost the page far more than the 64 x 64 image (Bokeh reads the page's CSS for every
+text it draws).
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ from bokeh.plotting import figure
 _TINY = 1e-300
 #: Smallest colour limit of the log-ratio map (a converged run shows a flat map).
 _MIN_LIMIT = 1e-3
+#: The log-ratio colour limits are set to this multiple of the map's largest |entry| ...
+_HEADROOM = 1.25
+#: ... when that entry exceeds them or falls below this fraction of them.
+_SHRINK = 0.5
 
 
 def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
@@ -22,7 +31,17 @@ def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(A, _TINY)) - np.log(np.maximum(A_star, _TINY))
 
 
-def _figure(title, mapper, n, label):
+def _bar_mapper(mapper: LinearColorMapper) -> LinearColorMapper:
+    """A twin of ``mapper`` for the colour bar alone.
+
+    BokehJS signals a change of a colour mapper's "metrics" each time it colours an
+    image, and a colour bar listening to that lays its whole plot out again and
+    repaints it (axes, title, bar): a twin the image never uses spares every frame that.
+    """
+    return LinearColorMapper(palette=mapper.palette, low=mapper.low, high=mapper.high)
+
+
+def _figure(title, mapper, n, label, bar_mapper=None):
     p = figure(
         title=title, width=310, height=300, x_range=(-0.5, n - 0.5), y_range=(n - 0.5, -0.5),
         tools="hover,save,reset,box_zoom", toolbar_location="above",
@@ -30,8 +49,9 @@ def _figure(title, mapper, n, label):
         tooltips=[("i", "$y{0}"), ("j", "$x{0}"), (label, "@image{0.0000}")],
     )
     source = ColumnDataSource({"image": [np.zeros((n, n), dtype=np.float32)]})
-    p.image(image="image", x=-0.5, y=-0.5, dw=n, dh=n, color_mapper=mapper, source=source)
-    p.add_layout(ColorBar(color_mapper=mapper, width=10), "right")
+    p.image(image="image", x=-0.5, y=-0.5, dw=n, dh=n, color_mapper=mapper, source=source,
+            level="overlay")
+    p.add_layout(ColorBar(color_mapper=bar_mapper or _bar_mapper(mapper), width=10), "right")
     p.grid.visible = False
     return p, source
 
@@ -48,8 +68,9 @@ class Heatmaps(pn.viewable.Viewer):
             "Attention A(t)", mapper, n_tokens, "A_ij")
         self.fig_softmax, self.softmax = _figure(
             "Softmax A*(t) = rowsoftmax(βS)", mapper, n_tokens, "A*_ij")
+        self.ratio_bar_mapper = _bar_mapper(self.ratio_mapper)
         self.fig_ratio, self.ratio = _figure(
-            "Lag log(A/A*)", self.ratio_mapper, n_tokens, "log(A/A*)")
+            "Lag log(A/A*)", self.ratio_mapper, n_tokens, "log(A/A*)", self.ratio_bar_mapper)
         self.figures = (self.fig_attention, self.fig_softmax, self.fig_ratio)
         # The page acknowledges each frame it receives by echoing its id in ``tags``
         # (the dashboard's flow control, see ``Dashboard.tick``).
@@ -77,8 +98,13 @@ class Heatmaps(pn.viewable.Viewer):
         self.attention.data = {"image": [A.astype(np.float32)], "frame": [frame_id]}
         self.softmax.data = {"image": [A_star.astype(np.float32)]}
         self.ratio.data = {"image": [ratio.astype(np.float32)]}
-        if not (0.8 * self.ratio_mapper.high <= limit <= self.ratio_mapper.high):
-            self.ratio_mapper.update(low=-limit, high=limit)
+        # Symmetric limits covering the map, with headroom: changing them repaints the
+        # colour bar and its plot, so they move only when the map outgrows them or
+        # shrinks well inside them.
+        if not (_SHRINK * self.ratio_mapper.high <= limit <= self.ratio_mapper.high):
+            high = _HEADROOM * limit
+            self.ratio_mapper.update(low=-high, high=high)
+            self.ratio_bar_mapper.update(low=-high, high=high)
 
     def __panel__(self):
         return pn.Row(*(pn.pane.Bokeh(f) for f in self.figures))

@@ -23,7 +23,7 @@ from dynamics import NOT_APPLICABLE
 #: Rows kept in the time-series buffer.
 ROLLOVER = 1000
 #: Frames per batch pushed to the browser (the plots are redrawn at frame rate / BATCH).
-BATCH = 3
+BATCH = 5
 #: Floor of values drawn on the logarithmic KL axis.
 LOG_FLOOR = 1e-12
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",

@@ -3,6 +3,10 @@
 The projection is fixed per run: the top two principal axes of the first frame's
 features (MODEL.md notation ``X``, shape (N, d)).  Trails are a ring buffer of the
 last ``TRAIL`` projected positions; older points are drawn fainter.
+
+The scatters are drawn on the plot's overlay canvas (``level="overlay"``): a new
+frame repaints the points alone, not the axes, title and legend (whose text costs
+the page more than the points).
 """
 
 from __future__ import annotations
@@ -49,12 +53,13 @@ class Trajectories(pn.viewable.Viewer):
         self.tokens = ColumnDataSource({"x": [], "y": [], "token": []})
         self.reference = ColumnDataSource({"x": [], "y": [], "token": []})
         self.fig.scatter("x", "y", source=self.trail, size=4, color=color,
-                         alpha="alpha", line_color=None)
+                         alpha="alpha", line_color=None, level="overlay")
         r = self.fig.scatter("x", "y", source=self.tokens, size=9, fill_color=color,
-                             line_color="black", legend_label="selected model")
+                             line_color="black", legend_label="selected model",
+                             level="overlay")
         self.fig.scatter("x", "y", source=self.reference, size=11, marker="circle",
                          fill_color=None, line_color="gray", line_width=1.5,
-                         legend_label="reduced model (comparison)")
+                         legend_label="reduced model (comparison)", level="overlay")
         self.fig.add_tools(HoverTool(renderers=[r], tooltips=[("token", "@token")]))
         legend = self.fig.legend[0]
         legend.update(click_policy="hide", orientation="horizontal", label_text_font_size="9pt",
