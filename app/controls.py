@@ -9,6 +9,7 @@ bounds.  Which controls apply to which model is stated once, in
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import panel as pn
 import param
@@ -22,12 +23,14 @@ SHOWN = (
     "path", "omega", "amplitude", "switch_time", "settle_rate",
     "init_attention", "init_momentum", "dt", "seed",
 )
+#: Longest pasted settings text (characters); the same limit as the dashboard's.
+MAX_PASTE = 20_000
 #: Settings drawn on a log10 slider.
 LOG_SCALE = ("beta", "gamma")
 
 _COUPLED = ("canonical", "value_matching", "cotangent_lift")
 #: Models each setting applies to (a setting not listed applies to every model).
-APPLIES_TO = {
+APPLIES_TO = MappingProxyType({
     "gamma": ("attention",) + _COUPLED,
     "init_attention": ("attention",) + _COUPLED,
     "mass": ("canonical", "value_matching", "reduced"),
@@ -35,17 +38,17 @@ APPLIES_TO = {
     "confinement": _COUPLED + ("reduced",),
     "init_momentum": ("canonical", "value_matching", "cotangent_lift", "reduced"),
     "path": ("attention",),
-}
+})
 #: Path settings, visible for the attention model on the paths that use them.
-PATH_SETTINGS = {
+PATH_SETTINGS = MappingProxyType({
     "omega": ("rotation", "oscillation"),
     "amplitude": ("oscillation", "drift", "switch"),
     "switch_time": ("switch",),
     "settle_rate": ("converging",),
-}
+})
 
 #: Display labels (the parameters' docs become the tooltips).
-LABELS = {
+LABELS = MappingProxyType({
     "model": "Model", "beta": "β (inverse temperature)", "gamma": "γ (relaxation rate)",
     "n_tokens": "N (tokens)", "dim": "d (feature dimension)", "mass": "m (mass)",
     "kappa": "κ (value matching)", "confinement": "k (confinement)", "path": "Feature path",
@@ -53,7 +56,7 @@ LABELS = {
     "switch_time": "t_s (switch time)", "settle_rate": "μ (settle rate)",
     "init_attention": "Initial attention A(0)", "init_momentum": "Initial momenta P(0)",
     "dt": "dt (time step)", "seed": "Seed",
-}
+})
 
 
 def applies(name: str, settings: Settings) -> bool:
@@ -148,6 +151,12 @@ class Controls(pn.viewable.Viewer):
         self.load_preset = pn.widgets.Button(label="Load preset", color="primary",
                                              sizing_mode="stretch_width")
         self.load_preset.on_click(lambda _: d.load_preset())
+        self.paste = pn.widgets.TextAreaInput(
+            label="Paste settings (JSON)", value=d.settings_json(), height=120,
+            max_length=MAX_PASTE, sizing_mode="stretch_width")
+        self.apply_paste = pn.widgets.Button(label="Apply pasted settings", color="primary",
+                                             sizing_mode="stretch_width")
+        self.apply_paste.on_click(lambda _: d.apply_settings_json(self.paste.value))
         self.settings.param.watch(lambda *_: self.update_visibility(), ["model", "path"])
         self.update_visibility()
 
@@ -163,5 +172,6 @@ class Controls(pn.viewable.Viewer):
             self.preset, self.load_preset,
             *self.widgets.values(),
             self.compare,
+            self.paste, self.apply_paste,
             width=310, css_classes=["controls"],
         )

@@ -9,20 +9,31 @@ the Bokeh ``ColumnDataSource``s of the panels under one document hold.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
+import weakref
 from collections import deque
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 import panel as pn
 import param
 
-from dynamics import DIVERGED, FAILED, NOT_APPLICABLE, RUNNING, Settings, Simulation
+from dynamics import (
+    DIVERGED,
+    FAILED,
+    NOT_APPLICABLE,
+    PART_I_MODELS,
+    RUNNING,
+    Settings,
+    Simulation,
+)
 from dynamics.simulation import ENERGY_SETTINGS, RESTART_SETTINGS
 
 from . import export, presets, urlstate
-from .controls import Controls
+from .controls import MAX_PASTE, Controls
 from .explain import Explanation
 from .heatmaps import Heatmaps
 from .timeseries import TimeSeries
@@ -38,13 +49,53 @@ MAX_IN_FLIGHT = 3
 ACK_TIMEOUT = 1.0
 #: Seconds between status-line refreshes while playing (a DOM change costs the page a restyle).
 STATUS_EVERY = 1.0
-STATUS_STYLE = {"font-family": "monospace", "font-size": "13px", "background": "#f4f6f8",
-                "border-left": "4px solid #2c7fb8", "padding": "0 8px"}
-STOPPED_STYLE = {**STATUS_STYLE, "background": "#fdecea", "border-left": "4px solid #d7301f"}
+STATUS_STYLE = MappingProxyType({
+    "font-family": "monospace", "font-size": "13px", "background": "#f4f6f8",
+    "border-left": "4px solid #2c7fb8", "padding": "0 8px"})
+STOPPED_STYLE = MappingProxyType(
+    {**STATUS_STYLE, "background": "#fdecea", "border-left": "4px solid #d7301f"})
 #: Dashboard parameters that are also synced to the URL.
 VIEW_PARAMS = ("steps_per_frame", "compare")
 #: Diagnostics that are NaN ("not applicable") for some model.
-_OPTIONAL = {name for names in NOT_APPLICABLE.values() for name in names}
+_OPTIONAL = frozenset(name for names in NOT_APPLICABLE.values() for name in names)
+#: Dashboards of this process that started a periodic callback (read it through
+#: :func:`running_dashboards` / :func:`live_callbacks`; only ``Dashboard`` adds and removes).
+_WITH_CALLBACK: weakref.WeakSet = weakref.WeakSet()
+
+
+def running_dashboards() -> tuple:
+    """The dashboards of this process whose periodic callback is running."""
+    return tuple(d for d in list(_WITH_CALLBACK)
+                 if d._callback is not None and d._callback.running)
+
+
+def live_callbacks() -> int:
+    """Number of periodic callbacks of dashboards running in this process."""
+    return len(running_dashboards())
+
+
+def _closed_socket_filter(loop, context):
+    """Asyncio exception handler dropping only writes to a websocket that just closed."""
+    from tornado.iostream import StreamClosedError
+    from tornado.websocket import WebSocketClosedError
+
+    if isinstance(context.get("exception"), (WebSocketClosedError, StreamClosedError)):
+        return  # a page closed while a frame was on its way: there is no one to deliver it to
+    previous = getattr(loop, "_dashboard_previous_handler", None)
+    if previous is not None:
+        previous(loop, context)
+    else:
+        loop.default_exception_handler(context)
+
+
+def _install_closed_socket_filter():
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if loop.get_exception_handler() is not _closed_socket_filter:
+        loop._dashboard_previous_handler = loop.get_exception_handler()
+        loop.set_exception_handler(_closed_socket_filter)
 
 
 def _frame_is_finite(frame) -> bool:
@@ -81,6 +132,7 @@ class Dashboard(pn.viewable.Viewer):
     notice = param.String(default="", doc="Message for the user (bad preset or URL, errors).")
 
     _ready = False  # True once every panel exists (watchers wait for it)
+    _run_error = False  # the notice shows an error of the run (cleared by Reset)
 
     def __init__(self, query=None, **params):
         if params.get("settings") is None:
@@ -96,9 +148,10 @@ class Dashboard(pn.viewable.Viewer):
             self._presets = presets.load_presets()
         except (OSError, ValueError) as err:
             notices.append(f"presets not available: {err}")
-        self.param.preset.objects = [p.get("name", "?") for p in self._presets]
+        self._preset_names = [presets.display_name(i, p) for i, p in enumerate(self._presets)]
+        self.param.preset.objects = list(self._preset_names)
         if self._presets and self.preset is None:
-            self.preset = self._presets[0].get("name")
+            self.preset = self._preset_names[0]
         if query is None and pn.state.curdoc is not None and pn.state.curdoc.session_context:
             query = pn.state.session_args
         if query:
@@ -117,7 +170,7 @@ class Dashboard(pn.viewable.Viewer):
         self.trajectories = Trajectories()
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])
         self.controls = Controls(self)
-        self.status = pn.pane.Markdown("", styles=STATUS_STYLE, sizing_mode="stretch_width",
+        self.status = pn.pane.Markdown("", styles=dict(STATUS_STYLE), sizing_mode="stretch_width",
                                        margin=(0, 10))
         self.alert = pn.pane.Alert("", alert_type="warning", visible=False,
                                    sizing_mode="stretch_width")
@@ -203,6 +256,9 @@ class Dashboard(pn.viewable.Viewer):
 
     def reset(self) -> None:
         """Restart the run (and the comparison run) from the initial state."""
+        if self._run_error:
+            self._run_error = False
+            self.notice = ""
         self.sim.reset()
         if self.reference is not None:
             self._sync_reference()
@@ -234,7 +290,10 @@ class Dashboard(pn.viewable.Viewer):
         frame rate instead of building an ever-growing backlog of messages.
         """
         now = time.perf_counter()
-        if self._callback is not None and now - self._last_frame < 1.0 / self.max_fps - 0.002:
+        # half a callback period of slack, so a 30 frames/s cap is not rounded down
+        # to the callback grid (10 ms period: 40 ms = 25 frames/s)
+        slack = self.period / 2000
+        if self._callback is not None and now - self._last_frame < 1.0 / self.max_fps - slack:
             return
         if self._flow_control:
             session = getattr(self._session_context, "session", None)
@@ -277,6 +336,8 @@ class Dashboard(pn.viewable.Viewer):
             self.sim.status = FAILED
             self.sim.message = (f"the run stopped at t = {self.sim.t:.4g} with an error: "
                                 f"{type(err).__name__}: {err} (Reset to start again)")
+            self._run_error = True
+            self.notice = self.sim.message
             self._update_status(force=True)
             return
         now = time.perf_counter()
@@ -314,7 +375,8 @@ class Dashboard(pn.viewable.Viewer):
     def load_preset(self, preset: dict | None = None) -> bool:
         """Apply ``preset`` (default: the selected one); refuse it whole if invalid."""
         if preset is None:
-            preset = next((p for p in self._presets if p.get("name") == self.preset), None)
+            preset = next((p for p, name in zip(self._presets, self._preset_names, strict=True)
+                           if name == self.preset), None)
             if preset is None:
                 self.notice = "no preset selected"
                 self._show_notice()
@@ -333,6 +395,42 @@ class Dashboard(pn.viewable.Viewer):
         self.caption.object = f"**{preset['name']}** — {preset['caption']}"
         self.notice = ""
         self._show_notice()
+        self.reset()
+        return True
+
+    def settings_json(self) -> str:
+        """The current settings as the JSON object :meth:`apply_settings_json` takes."""
+        return json.dumps(self.settings.values(), indent=1)
+
+    def apply_settings_json(self, text: str) -> bool:
+        """Apply pasted settings (a JSON object of every setting); refuse it whole if invalid.
+
+        The text is parsed with ``json.loads`` (data only, nothing is evaluated) and
+        checked by ``Settings.check``: every missing, unknown, mistyped or out-of-range
+        entry is listed in the notice and nothing changes.
+        """
+        problems = []
+        if not isinstance(text, str) or not text.strip():
+            problems.append("nothing pasted: paste a JSON object of settings")
+        elif len(text) > MAX_PASTE:
+            problems.append(f"the text is too long ({len(text)} characters, at most {MAX_PASTE})")
+        else:
+            try:
+                mapping = json.loads(text)
+            except (ValueError, RecursionError) as err:
+                problems.append(f"not valid JSON: {err}")
+            else:
+                values, problems = Settings.check(mapping, require_all=True)
+                if not problems and values["model"] not in PART_I_MODELS:
+                    problems.append(f"model must be one of {', '.join(PART_I_MODELS)} on this "
+                                    f"tab, got {values['model']!r}")
+        if problems:
+            self.notice = "pasted settings not applied:\n" + "\n".join(f"- {p}" for p in problems)
+            return False
+        self._quench = None
+        with param.parameterized.batch_call_watchers(self.settings):
+            self.settings.param.update(**values)
+        self.notice = ""
         self.reset()
         return True
 
@@ -372,7 +470,7 @@ class Dashboard(pn.viewable.Viewer):
         self.status.object = text
         style = STATUS_STYLE if sim.status == RUNNING else STOPPED_STYLE
         if self.status.styles != style:
-            self.status.styles = style
+            self.status.styles = dict(style)
 
     @param.depends("notice", watch=True)
     def _show_notice(self):
@@ -397,18 +495,41 @@ class Dashboard(pn.viewable.Viewer):
             self._ack_time = time.perf_counter()
             self.heatmaps.attention.on_change("tags", self._on_ack)
             pn.state.on_session_destroyed(self._on_session_destroyed)
+            _install_closed_socket_filter()
         self._callback = pn.state.add_periodic_callback(
             self.tick, period=self.period, start=self.playing)
+        _WITH_CALLBACK.add(self)
 
     def _push_notebook(self):
         if self._notebook and self._layout is not None:
             pn.io.push_notebook(self._layout)
 
     def _on_session_destroyed(self, session_context):
+        """The page is gone for good: stop the callback and drop the run."""
         if self._callback is not None:
             self._callback.stop()
             self._callback = None
+        _WITH_CALLBACK.discard(self)
+        self._session_context = None
+        self._release_links()
         self.reference = None
+        self.history.clear()
+
+    def _release_links(self):
+        """Drop this session's widgets from Panel's class-level registry of JS callbacks.
+
+        ``EditableFloatSlider`` links its input box to its slider with a
+        ``panel.links.Callback`` kept in ``Callback.registry``, a WeakKeyDictionary
+        whose values refer back to their keys: without this the whole dashboard of
+        every closed session would stay in memory.
+        """
+        from panel.links import Callback
+
+        if self._layout is None:
+            return
+        mine = {id(obj) for obj in self._layout.select()}
+        for source in [s for s in list(Callback.registry) if id(s) in mine]:
+            Callback.registry.pop(source, None)
 
     @param.depends("playing", watch=True)
     def _toggle_playing(self):
@@ -458,11 +579,20 @@ class Dashboard(pn.viewable.Viewer):
             self.downloads, width=320,
         )
         part_one = pn.Row(sidebar, plots, sizing_mode="stretch_width")
+        # The lab is built when its tab is first opened: a session costs the server
+        # (and the page) only what it shows.
+        lab = pn.Column(sizing_mode="stretch_width")
+        tabs = pn.Tabs(("Nonequilibrium attention", part_one), ("Inertial lab", lab))
+
+        def build_lab(event):
+            if event.new == 1 and not len(lab):
+                lab[:] = [self._inertial_lab()]
+
+        tabs.param.watch(build_lab, "active")
         return pn.Column(
             pn.pane.Markdown(
                 "## Nonequilibrium attention: Fisher–Rao relaxation and Hamiltonian tokens",
                 margin=(0, 10)),
-            pn.Tabs(("Nonequilibrium attention", part_one),
-                    ("Inertial lab", self._inertial_lab())),
+            tabs,
             sizing_mode="stretch_width",
         )

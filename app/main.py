@@ -7,7 +7,7 @@ from threadpoolctl import threadpool_limits
 # the cores that many sessions (and the browser, on a laptop) share.
 threadpool_limits(1)
 
-from app import Dashboard
+from app import Dashboard  # noqa: E402 (after limiting the BLAS threads)
 
 pn.extension("katex")
 

@@ -19,8 +19,13 @@ REQUIRED = ("name", "caption", "settings")
 OPTIONAL = ("quench", "compare")
 
 
-def load_presets(path: Path | str = PRESET_FILE) -> list[dict]:
-    """The presets of ``path`` (a JSON list), unvalidated."""
+def load_presets(path: Path | str | None = None) -> list[dict]:
+    """The presets of ``path`` (default :data:`PRESET_FILE`; a JSON list), unvalidated.
+
+    Raises ``OSError`` or ``ValueError`` (bad JSON, not a list); each preset is
+    checked by :func:`validate` when it is loaded.
+    """
+    path = PRESET_FILE if path is None else path
     with open(path, encoding="utf-8") as fh:
         presets = json.load(fh)
     if not isinstance(presets, list):
@@ -28,16 +33,20 @@ def load_presets(path: Path | str = PRESET_FILE) -> list[dict]:
     return presets
 
 
-def _check_setting(name, value) -> str | None:
-    if name not in Settings.param or name == "name":
-        return f"unknown setting {name!r}"
-    if name == "model" and value not in PART_I_MODELS:
-        return f"model must be one of {', '.join(PART_I_MODELS)}, got {value!r}"
-    try:
-        Settings.param[name]._validate(value)
-    except ValueError as err:
-        return f"{name}: {err}"
-    return None
+def display_name(index: int, preset) -> str:
+    """The name shown in the preset menu (also for a preset too broken to have one)."""
+    if isinstance(preset, dict) and isinstance(preset.get("name"), str):
+        return preset["name"]
+    return f"preset {index + 1} (invalid)"
+
+
+def _check_settings(mapping, prefix="") -> list[str]:
+    """Problems of a ``{setting: value}`` mapping (``Settings.check``, Part I models only)."""
+    values, problems = Settings.check(mapping)
+    if "model" in values and values["model"] not in PART_I_MODELS:
+        problems.append(f"model must be one of {', '.join(PART_I_MODELS)}, "
+                        f"got {values['model']!r}")
+    return [prefix + p for p in problems]
 
 
 def validate(preset) -> list[str]:
@@ -55,7 +64,7 @@ def validate(preset) -> list[str]:
     if not isinstance(settings, dict):
         errors.append("field 'settings' must be an object")
         settings = {}
-    errors += [e for e in (_check_setting(k, v) for k, v in settings.items()) if e]
+    errors += _check_settings(settings)
     if "quench" in preset:
         quench = preset["quench"]
         if not isinstance(quench, dict):
@@ -67,11 +76,10 @@ def validate(preset) -> list[str]:
             changes = {k: v for k, v in quench.items() if k != "at_t"}
             if not changes:
                 errors.append("quench: no setting to change")
-            for k, v in changes.items():
-                if k in RESTART_SETTINGS:
-                    errors.append(f"quench: {k!r} restarts the run, it cannot be quenched")
-                elif e := _check_setting(k, v):
-                    errors.append(f"quench: {e}")
+            restart = [k for k in changes if k in RESTART_SETTINGS]
+            errors += [f"quench: {k!r} restarts the run, it cannot be quenched" for k in restart]
+            errors += _check_settings({k: v for k, v in changes.items() if k not in restart},
+                                      prefix="quench: ")
     return errors
 
 

@@ -13,8 +13,13 @@ from urllib.parse import urlencode
 
 import param
 
-from dynamics import PART_I_MODELS
+from dynamics import PART_I_MODELS, Settings
 
+SETTINGS = frozenset(Settings.names())
+#: Largest N a URL may ask for (every frame sends three N×N images to the page).
+MAX_URL_TOKENS = 256
+#: Most query keys read (the rest are ignored with a message).
+MAX_KEYS = 64
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 
@@ -28,8 +33,23 @@ def _text(raw) -> str:
 
 
 def parse_value(p: param.Parameter, text: str):
-    """Convert ``text`` to a value of parameter ``p`` and validate it (ValueError if not)."""
+    """Convert ``text`` to a value of parameter ``p`` and validate it (ValueError if not).
+
+    Settings are converted and checked by ``Settings.check`` (one validation for
+    URLs, presets and pasted JSON); the dashboard's own view parameters here.
+    """
     text = text.strip()
+    if p.name in SETTINGS:
+        values, problems = Settings.check({p.name: text}, from_text=True)
+        if problems:
+            raise ValueError("; ".join(problems))
+        value = values[p.name]
+        if p.name == "model" and value not in PART_I_MODELS:
+            raise ValueError(f"model must be one of {', '.join(PART_I_MODELS)}, got {text!r}")
+        if p.name == "n_tokens" and value > MAX_URL_TOKENS:
+            raise ValueError(f"n_tokens above {MAX_URL_TOKENS} is not accepted from a URL "
+                             f"(got {value}); choose it with the slider")
+        return value
     if isinstance(p, param.Boolean):
         if text.lower() not in _TRUE + _FALSE:
             raise ValueError(f"{p.name} must be true or false, got {text!r}")
@@ -38,26 +58,29 @@ def parse_value(p: param.Parameter, text: str):
         try:
             value = int(text)
         except ValueError:
-            raise ValueError(f"{p.name} must be an integer, got {text!r}") from None
+            raise ValueError(f"{p.name} must be an integer, got {_short(text)!r}") from None
     elif isinstance(p, param.Number):
         try:
             value = float(text)
         except ValueError:
-            raise ValueError(f"{p.name} must be a number, got {text!r}") from None
+            raise ValueError(f"{p.name} must be a number, got {_short(text)!r}") from None
         if not math.isfinite(value):
-            raise ValueError(f"{p.name} must be finite, got {text!r}")
+            raise ValueError(f"{p.name} must be finite, got {_short(text)!r}")
     else:
         value = text
-    if p.name == "model" and value not in PART_I_MODELS:
-        raise ValueError(f"model must be one of {', '.join(PART_I_MODELS)}, got {text!r}")
     try:
         p._validate(value)
     except ValueError as err:
         if isinstance(p, param.Selector):
             raise ValueError(f"{p.name} must be one of {', '.join(map(str, p.objects))}, "
-                             f"got {text!r}") from None
+                             f"got {_short(text)!r}") from None
         raise ValueError(str(err)) from None
     return value
+
+
+def _short(text: str, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters (messages quote what the URL held)."""
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def parse_query(query: Mapping, parameters: Mapping[str, param.Parameter]):
@@ -78,15 +101,24 @@ def parse_query(query: Mapping, parameters: Mapping[str, param.Parameter]):
         One line per ignored key or refused value (which then keeps its default).
     """
     values, messages = {}, []
-    for key, raw in query.items():
-        if key not in parameters:
-            messages.append(f"unknown URL parameter {key!r} ignored")
+    if not isinstance(query, Mapping):
+        return values, [f"the URL query was not understood ({type(query).__name__}); ignored"]
+    if len(query) > MAX_KEYS:
+        messages.append(f"the URL has {len(query)} parameters; only the first {MAX_KEYS} read")
+    for i, (key, raw) in enumerate(query.items()):
+        if i >= MAX_KEYS:
+            break
+        name = _text(key)
+        if name not in parameters:
+            messages.append(f"unknown URL parameter {_short(name)!r} ignored")
             continue
-        p = parameters[key]
+        p = parameters[name]
+        if isinstance(raw, (list, tuple)) and len(raw) > 1:
+            messages.append(f"URL parameter {name} given {len(raw)} times; the first is used")
         try:
-            values[key] = parse_value(p, _text(raw))
+            values[name] = parse_value(p, _text(raw))
         except ValueError as err:
-            messages.append(f"URL parameter {key}: {err}; using the default {p.default!r}")
+            messages.append(f"URL parameter {name}: {err}; using the default {p.default!r}")
     return values, messages
 
 

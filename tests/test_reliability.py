@@ -78,7 +78,8 @@ def test_out_of_range_message_names_parameter_and_range(name):
         if bad is None or (isinstance(p, param.Integer) and isinstance(bad, float)):
             continue
         shown = [str(b) if isinstance(b, int) else f"{b:g}" for b in (lo, hi)]
-        with pytest.raises(ValueError, match=re.escape(f"{name} must be in [{shown[0]}, {shown[1]}]")):
+        expected = f"{name} must be in [{shown[0]}, {shown[1]}]"
+        with pytest.raises(ValueError, match=re.escape(expected)):
             Settings(**{name: bad})
         s = Settings()
         with pytest.raises(ValueError, match=rf"^{name} must be in"):

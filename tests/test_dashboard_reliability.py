@@ -1,0 +1,301 @@
+"""Reliability of the dashboard without a browser (issue: sessions, faults, bad input, security).
+
+Bad URL queries (fuzzed), pasted settings JSON and broken preset files always
+give a visible message and safe defaults, never an exception; a failing or
+diverging run stops with a message and only finite numbers reach the page;
+no ``eval``/``exec`` anywhere; exports are in-memory downloads.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app import Dashboard, controls, export, presets, urlstate
+from app import dashboard as dashboard_module
+from dynamics import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULTS = Settings().values()
+
+
+def _all_finite(source) -> bool:
+    for column in source.data.values():
+        for value in column:
+            try:
+                arr = np.asarray(value, dtype=float)
+            except (TypeError, ValueError):
+                continue  # strings (colours)
+            if not np.all(np.isfinite(arr)):
+                return False
+    return True
+
+
+def _sources(d):
+    return [*d.heatmaps.sources, d.timeseries.source, d.trajectories.trail,
+            d.trajectories.tokens, d.trajectories.reference]
+
+
+def play(d, ticks):
+    for _ in range(ticks):
+        d.tick()
+
+
+@pytest.fixture
+def dash():
+    return Dashboard(settings=Settings(n_tokens=6, dim=3), playing=False)
+
+
+# -- URL query fuzzing -----------------------------------------------------------
+_KEYS = st.one_of(st.sampled_from(Settings.names() + ["steps_per_frame", "compare"]),
+                  st.text(max_size=12))
+_TEXT = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(["", "nan", "inf", "-inf", "1e309", "10" * 3000, "-1", "0", "true",
+                     "1e9", str(10**9), "1024", "257", "2", "3.5", " 7 ", "attention", "linear",
+                     "rotation", "☃", "\x00", "0x10", "1_000"]),
+    st.integers(-(10**12), 10**12).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)
+_RAW = st.one_of(_TEXT, _TEXT.map(str.encode), st.lists(_TEXT.map(str.encode), max_size=3))
+
+
+@given(st.dictionaries(_KEYS, _RAW, max_size=6))
+def test_fuzzed_query_gives_message_and_safe_defaults(query):
+    d = Dashboard(query=query, playing=False)
+    values, messages = urlstate.parse_query(query, d._query_parameters())
+    assert d.notice == "\n".join(messages)
+    assert d.alert.visible == bool(messages)
+    assert 2 <= d.settings.n_tokens <= urlstate.MAX_URL_TOKENS
+    for name, value in d.settings.values().items():
+        if name not in values:
+            assert value == DEFAULTS[name], name  # refused entries keep their default
+    for key in query:
+        if key not in d._query_parameters():
+            assert repr(key)[:20] in d.notice or "…" in d.notice
+    play(d, 1)
+    assert all(_all_finite(s) for s in _sources(d))
+
+
+def test_huge_repeated_and_unknown_query_entries():
+    d = Dashboard(query={"n_tokens": [str(10**9).encode()], "beta": [b"2", b"3"],
+                         "☃": "1", "dim": "", "steps_per_frame": "-4"}, playing=False)
+    assert d.settings.n_tokens == 8 and d.settings.dim == 4 and d.steps_per_frame == 5
+    assert d.settings.beta == 2.0
+    for word in ("n_tokens", "given 2 times", "'☃'", "dim", "steps_per_frame"):
+        assert word in d.notice
+    d = Dashboard(query={"n_tokens": "1024"}, playing=False)  # valid, but too heavy for a URL
+    assert d.settings.n_tokens == 8 and "256" in d.notice
+
+
+# -- pasted settings JSON ------------------------------------------------------------
+def test_pasted_settings_apply_when_valid(dash):
+    values = dict(dash.settings.values(), model="attention", beta=2.5, n_tokens=9)
+    dash.controls.paste.value = json.dumps(values)
+    dash.controls.apply_paste.clicks += 1
+    assert dash.notice == ""
+    assert dash.settings.values() == values and dash.sim.t == 0
+    assert dash.heatmaps.attention.data["image"][0].shape == (9, 9)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("", ["nothing pasted"]),
+    ("{'beta': 2}", ["not valid JSON"]),
+    ("__import__('os').system('true')", ["not valid JSON"]),
+    ("[1, 2]", ["JSON object"]),
+    ('{"beta": 2}', ["missing setting 'model'", "missing setting 'n_tokens'"]),
+    ("[" * 100_000, ["too long"]),
+])
+def test_pasted_settings_refused_change_nothing(dash, text, words):
+    before = dash.settings.values()
+    assert not dash.apply_settings_json(text)
+    assert dash.settings.values() == before
+    assert dash.notice.startswith("pasted settings not applied") and dash.alert.visible
+    for word in words:
+        assert word in dash.notice
+
+
+def test_pasted_settings_list_every_problem(dash):
+    play(dash, 3)
+    before, t = dash.settings.values(), dash.sim.t
+    values = dict(before, beta="two", n_tokens=3.5, bogus=1)
+    del values["gamma"]
+    assert not dash.apply_settings_json(json.dumps(values))
+    for word in ("beta", "n_tokens", "'bogus'", "missing setting 'gamma'"):
+        assert word in dash.notice
+    assert dash.settings.values() == before and dash.sim.t == t
+    assert not dash.apply_settings_json(json.dumps(dict(before, model="linear_accelerated")))
+    assert "model" in dash.notice and dash.settings.values() == before
+
+
+def test_paste_box_starts_with_the_current_settings(dash):
+    assert json.loads(dash.controls.paste.value) == dash.settings.values()
+    assert dash.apply_settings_json(dash.controls.paste.value)
+
+
+# -- broken preset files -------------------------------------------------------------
+GOOD = {"name": "ok", "caption": "fine", "settings": {"model": "attention", "beta": 2.0}}
+
+
+@pytest.mark.parametrize("preset, words", [
+    ({"name": "a", "settings": {}}, ["missing field 'caption'"]),
+    ({**GOOD, "extra": 1}, ["unknown field 'extra'"]),
+    ({**GOOD, "settings": {"beta": "2", "n_tokens": 2.5, "zzz": 1}},
+     ["beta", "n_tokens", "'zzz'"]),
+    ({**GOOD, "settings": {"model": "linear_accelerated"}}, ["model must be one of"]),
+    ({**GOOD, "settings": [1]}, ["'settings' must be an object"]),
+    ({**GOOD, "name": 3, "compare": "yes"}, ["'name'", "'compare'"]),
+    ({**GOOD, "quench": {"at_t": -1, "n_tokens": 4, "beta": -2}},
+     ["at_t", "'n_tokens' restarts", "quench: beta"]),
+    ("a string", ["JSON object"]),
+])
+def test_broken_preset_file_changes_nothing(tmp_path, monkeypatch, preset, words):
+    path = tmp_path / "presets.json"
+    path.write_text(json.dumps([GOOD, preset]), encoding="utf-8")
+    monkeypatch.setattr(presets, "PRESET_FILE", path)
+    d = Dashboard(settings=Settings(n_tokens=6, dim=3), playing=False)
+    before = d.settings.values()
+    assert not d.load_preset(preset)
+    assert d.settings.values() == before and d.alert.visible
+    for word in words:
+        assert word in d.notice
+    assert d.load_preset(GOOD) and d.settings.beta == 2.0 and d.notice == ""
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"name": "x"}', ""])
+def test_unreadable_preset_file_gives_a_message(tmp_path, monkeypatch, content):
+    path = tmp_path / "presets.json"
+    path.write_text(content, encoding="utf-8")
+    monkeypatch.setattr(presets, "PRESET_FILE", path)
+    d = Dashboard(playing=False)
+    assert "presets not available" in d.notice and d.alert.visible
+    assert not d.load_preset()
+    play(d, 1)
+    assert d.sim.status == "running"
+
+
+# -- faults and divergence ------------------------------------------------------------
+def test_a_failing_dashboard_leaves_the_others_running(monkeypatch):
+    bad, good = (Dashboard(settings=Settings(n_tokens=5, dim=2), playing=True)
+                 for _ in range(2))
+
+    def boom(n=1):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(bad.sim, "advance", boom)
+    play(bad, 2)
+    play(good, 2)
+    assert bad.sim.status == "failed" and "injected" in bad.notice and bad.alert.visible
+    assert "t = 0" in bad.notice
+    assert good.sim.status == "running" and good.sim.t > 0 and good.notice == ""
+    monkeypatch.undo()
+    bad.reset()
+    bad.playing = True
+    play(bad, 2)
+    assert bad.sim.status == "running" and bad.sim.t > 0 and bad.notice == ""
+
+
+@pytest.mark.parametrize("settings", [
+    dict(model="attention", beta=1000.0, gamma=1e4, n_tokens=6, dim=3),
+    dict(model="canonical", beta=1000.0, confinement=0.0, n_tokens=6, dim=3, norm_limit=30.0),
+    dict(model="reduced", beta=50.0, confinement=0.0, n_tokens=6, dim=3, norm_limit=30.0),
+])
+def test_divergence_stops_with_time_and_only_finite_numbers(settings):
+    d = Dashboard(settings=Settings(**settings), steps_per_frame=50, playing=True)
+    play(d, 80)
+    assert all(_all_finite(s) for s in _sources(d))
+    if d.sim.status != "running":
+        assert not d.playing
+        assert "t = " in d.sim.message and d.sim.message in d.status.object
+
+
+def test_inertial_lab_blow_up_shows_only_finite_numbers():
+    from app.inertial_lab import InertialLab
+
+    lab = InertialLab()
+    for name in [p["name"] for p in lab.presets]:
+        lab.preset = name
+        sources = [lab.eig_first, lab.eig_acc, lab.cloud0, lab.cloud1, lab.ham_src,
+                   *lab.clouds_cmp.values(), *lab.layer_src.values(), *lab.soft_src.values()]
+        assert all(_all_finite(s) for s in sources), name
+    assert "blow-up" in lab.status.object
+
+
+# -- sessions: nothing shared -------------------------------------------------------
+def test_dashboards_share_no_mutable_state():
+    a, b = (Dashboard(playing=False) for _ in range(2))
+    assert a.sim is not b.sim and a.settings is not b.settings and a.history is not b.history
+    assert a.heatmaps.attention is not b.heatmaps.attention
+    a.settings.beta = 3.0
+    assert b.settings.beta == 1.0
+    assert a.status.styles is not b.status.styles
+    assert dashboard_module.live_callbacks() == 0  # no server, no callback
+
+
+_OWNED = ("dashboard", "urlstate", "presets", "controls", "export", "main")
+
+
+def test_no_module_level_mutable_state_in_app():
+    """Module globals of the app modules this issue owns are immutable (or the
+    write-only-by-Dashboard callback registry, a WeakSet)."""
+    import importlib
+
+    mutable = (dict, list, set, bytearray)
+    for name in _OWNED[:-1]:
+        module = importlib.import_module(f"app.{name}")
+        tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+        assigned = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(t, ast.Name)}
+        for key in assigned - {"_WITH_CALLBACK"}:
+            value = getattr(module, key)
+            if isinstance(value, (types.ModuleType, type)):
+                continue
+            assert not isinstance(value, mutable), f"app.{name}.{key} is mutable"
+
+
+# -- security ---------------------------------------------------------------------------
+def test_no_eval_or_exec_in_app_or_dynamics():
+    for path in [*(ROOT / "app").rglob("*.py"), *(ROOT / "dynamics").rglob("*.py")]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+                assert name not in ("eval", "exec", "compile", "__import__"), \
+                    f"{path.relative_to(ROOT)}:{node.lineno} calls {name}"
+                if name in ("load", "loads") and isinstance(f, ast.Attribute):
+                    owner = getattr(f.value, "id", "")
+                    assert owner not in ("pickle", "marshal", "yaml"), \
+                        f"{path.relative_to(ROOT)}:{node.lineno} {owner}.{name}"
+
+
+def test_exports_are_downloads_without_paths_or_files(dash, tmp_path, monkeypatch):
+    play(dash, 3)
+    for fn in (export.csv_bytes, export.netcdf_bytes):
+        assert list(inspect.signature(fn).parameters) == ["dashboard"]
+    buttons = list(dash.downloads)
+    assert len(buttons) == 2
+    empty = tmp_path / "cwd"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    for button in buttons:
+        assert inspect.signature(button.callback).parameters == {}
+        data = button.callback()
+        assert data.getvalue() and hasattr(data, "getvalue")
+        assert "/" not in button.filename and "\\" not in button.filename
+    assert os.listdir(empty) == [] and os.listdir(tmp_path) == ["cwd"]
+
+
+def test_controls_constants_are_read_only():
+    with pytest.raises(TypeError):
+        controls.LABELS["beta"] = "x"
