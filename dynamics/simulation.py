@@ -333,13 +333,9 @@ class Simulation:
                      dissipated=st.dissipated + d1 + d2, work=st.work + work)
 
     def _relax_half(self, X, P, Z, A, S, h):
-        """Relax logits for ``h`` with the effective scores frozen at their midpoint."""
-        prob, model = self.prob, self.model
-        S_hat = effective_scores(model, prob, X, P, A, S)
-        if model == "value_matching":  # Ŝ depends on A: frozen at a predicted midpoint
-            E_mid = np.exp(-prob.relaxation_rate * h / 2)
-            Z_mid = prob.beta * S_hat + E_mid * centre_rows(Z - prob.beta * S_hat)
-            S_hat = effective_scores(model, prob, X, P, en.rowsoftmax(Z_mid), S)
+        """Relax logits for ``h`` with the cotangent lift's effective scores frozen."""
+        prob = self.prob
+        S_hat = effective_scores(self.model, prob, X, P, A, S)
         return relax(Z, S_hat, prob.beta, prob.relaxation_rate, h, A)
 
     def _step_hamiltonian(self, st: State, h: float) -> State:

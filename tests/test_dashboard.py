@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from dashboard_support import all_finite, play, small_dashboard, sources
 
 from app import Dashboard
 from app import presets as presets_module
@@ -12,28 +13,9 @@ from app.controls import applies
 from dynamics import PART_I_MODELS, Settings
 
 
-def _all_finite(source) -> bool:
-    for column in source.data.values():
-        for value in column:
-            arr = np.asarray(value)
-            if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
-                return False
-    return True
-
-
-def _sources(d):
-    return [*d.heatmaps.sources, d.timeseries.source, d.trajectories.trail,
-            d.trajectories.tokens, d.trajectories.reference]
-
-
-def play(d, ticks):
-    for _ in range(ticks):
-        d.tick()
-
-
 @pytest.fixture
 def dash():
-    return Dashboard(settings=Settings(n_tokens=6, dim=3), playing=False)
+    return small_dashboard()
 
 
 def test_ticks_advance_and_fill_every_plot(dash):
@@ -46,7 +28,7 @@ def test_ticks_advance_and_fill_every_plot(dash):
     np.testing.assert_allclose(image.sum(axis=1), 1.0, rtol=1e-5)
     assert len(dash.trajectories.tokens.data["x"]) == 6
     assert len(dash.trajectories.trail.data["x"]) == 6 * 11
-    assert all(_all_finite(s) for s in _sources(dash))
+    assert all(all_finite(s) for s in sources(dash))
     assert "t = " in dash.status.object
 
 
@@ -85,7 +67,7 @@ def test_controls_follow_the_model(dash):
 def test_not_applicable_diagnostics_are_hidden_not_nan(model):
     d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=3), playing=False)
     play(d, 3)
-    assert all(_all_finite(s) for s in _sources(d))
+    assert all(all_finite(s) for s in sources(d))
     hidden = [k for k, r in d.timeseries.lines.items() if not r.visible]
     if model == "transformer":
         assert hidden == ["residual"]
@@ -153,7 +135,7 @@ def test_divergence_stops_the_run_without_nan():
     assert d.sim.status == "diverged"
     assert not d.playing
     assert "diverged at t" in d.status.object
-    assert all(_all_finite(s) for s in _sources(d))
+    assert all(all_finite(s) for s in sources(d))
     t = d.sim.t
     play(d, 2)
     assert d.sim.t == t

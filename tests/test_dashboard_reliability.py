@@ -15,8 +15,8 @@ import os
 import types
 from pathlib import Path
 
-import numpy as np
 import pytest
+from dashboard_support import all_finite, play, small_dashboard, sources
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,31 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = Settings().values()
 
 
-def _all_finite(source) -> bool:
-    for column in source.data.values():
-        for value in column:
-            try:
-                arr = np.asarray(value, dtype=float)
-            except (TypeError, ValueError):
-                continue  # strings (colours)
-            if not np.all(np.isfinite(arr)):
-                return False
-    return True
-
-
-def _sources(d):
-    return [*d.heatmaps.sources, d.timeseries.source, d.trajectories.trail,
-            d.trajectories.tokens, d.trajectories.reference]
-
-
-def play(d, ticks):
-    for _ in range(ticks):
-        d.tick()
-
-
 @pytest.fixture
 def dash():
-    return Dashboard(settings=Settings(n_tokens=6, dim=3), playing=False)
+    return small_dashboard()
 
 
 # -- URL query fuzzing -----------------------------------------------------------
@@ -83,7 +61,7 @@ def test_fuzzed_query_gives_message_and_safe_defaults(query):
         if key not in d._query_parameters():
             assert repr(key)[:20] in d.notice or "…" in d.notice
     play(d, 1)
-    assert all(_all_finite(s) for s in _sources(d))
+    assert all(all_finite(s) for s in sources(d))
 
 
 def test_huge_repeated_and_unknown_query_entries():
@@ -212,7 +190,7 @@ def test_a_failing_dashboard_leaves_the_others_running(monkeypatch):
 def test_divergence_stops_with_time_and_only_finite_numbers(settings):
     d = Dashboard(settings=Settings(**settings), steps_per_frame=50, playing=True)
     play(d, 80)
-    assert all(_all_finite(s) for s in _sources(d))
+    assert all(all_finite(s) for s in sources(d))
     if d.sim.status != "running":
         assert not d.playing
         assert "t = " in d.sim.message and d.sim.message in d.status.object
@@ -224,9 +202,9 @@ def test_inertial_lab_blow_up_shows_only_finite_numbers():
     lab = InertialLab()
     for name in [p["name"] for p in lab.presets]:
         lab.preset = name
-        sources = [lab.eig_first, lab.eig_acc, lab.cloud0, lab.cloud1, lab.ham_src,
+        lab_sources = [lab.eig_first, lab.eig_acc, lab.cloud0, lab.cloud1, lab.ham_src,
                    *lab.clouds_cmp.values(), *lab.layer_src.values(), *lab.soft_src.values()]
-        assert all(_all_finite(s) for s in sources), name
+        assert all(all_finite(s) for s in lab_sources), name
     assert "blow-up" in lab.status.object
 
 
