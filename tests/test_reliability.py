@@ -65,7 +65,11 @@ def test_every_setting_is_accepted_and_finite_or_refused_by_name(values):
         if key not in skip:
             assert math.isfinite(value), (key, value, sim.message)
     assert np.all(np.isfinite(frame.features)) and np.all(np.isfinite(frame.attention))
-    assert sim.status in ("running", "diverged")
+    # a run may stop (diverged, or a step too stiff to take accurately: value matching
+    # at γ = 3141, β = 8 found by Hypothesis), but only with a message naming the time
+    assert sim.status in ("running", "diverged", "failed")
+    if sim.status != "running":
+        assert re.search(r"at t = \S+", sim.message), sim.message
     if sim.status == "diverged":
         assert "diverged at t =" in sim.message
 
