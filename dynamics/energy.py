@@ -37,13 +37,18 @@ def log_rowsoftmax(Z):
     return Z - row_logsumexp(Z)
 
 
-def rowsoftmax(Z, centred=False):
+def rowsoftmax(Z, centred=False, out=None):
     """Row-wise softmax with max-subtraction, shape (N, N) → (N, N).
 
     ``centred=True`` promises that every row maximum of ``Z`` is already 0 (as the
-    integrators keep their logits) and skips the subtraction.
+    integrators keep their logits) and skips the subtraction. ``out`` (may be ``Z``
+    itself) receives the result; a new array otherwise.
     """
-    E = np.exp(Z if centred else Z - Z.max(axis=1, keepdims=True))
+    if centred:
+        E = np.exp(Z, out=out)
+    else:
+        E = np.subtract(Z, Z.max(axis=1, keepdims=True), out=out)
+        np.exp(E, out=E)
     E /= E.sum(axis=1, keepdims=True)
     return E
 
@@ -109,11 +114,15 @@ def dissipation_rate(A, C, gamma):
     return float(gamma * np.sum(A * row_centred(C, A) ** 2))
 
 
-def row_variance(A, W):
-    """``Σ_i Var_{A_i}(W_i)``: summed row variances of ``W`` under ``A``."""
-    Wc = W - np.einsum("ij,ij->i", A, W)[:, None]
-    Wc *= Wc
-    return float(np.einsum("ij,ij->", A, Wc))
+def row_variance(A, W, work=None):
+    """``Σ_i Var_{A_i}(W_i)``: summed row variances of ``W`` under ``A``.
+
+    ``work`` (an array shaped like ``W``, not ``W`` or ``A``) holds the centred
+    values; a new array otherwise.
+    """
+    Wc = np.subtract(W, np.einsum("ij,ij->i", A, W)[:, None], out=work)
+    np.multiply(Wc, Wc, out=Wc)
+    return float(np.vdot(A, Wc))
 
 
 def oscillation(V):

@@ -22,7 +22,8 @@ Schemes (all order 2, stiff-safe in the logits):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,23 +31,17 @@ from . import energy as en
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .initial import draw_initial_data
 from .integrators import (
+    Workspace,
     centre_rows,
     exp_trapezoid,
-    heun,
     logit_step,
-    relax,
     relaxation_averages,
-    verlet,
 )
 from .models import (
     Problem,
     effective_scores,
-    feature_velocity,
     hamiltonian,
     kinetic_energy,
-    momentum_force,
-    reduced_force,
-    transformer_velocity,
 )
 from .paths import FeaturePath
 from .settings import PART_II_MODELS, Settings
@@ -91,6 +86,10 @@ class State:
     dissipated: float = 0.0
     work: float = 0.0
     force: np.ndarray | None = None  # (N, d) Ṗ at this state, cached by Verlet steps
+    #: Quantities of this state a step computed and the next one reuses (dissipation
+    #: rate, osc(dS/dt), ⟨A, dS/dt⟩, effective scores, velocity); dropped whenever the
+    #: energy settings change. Never part of the model state.
+    cache: dict | None = field(default=None, compare=False, repr=False)
 
 
 def _check_initial_state(settings, features=None, momenta=None, attention=None) -> dict:
@@ -122,9 +121,10 @@ def _check_initial_state(settings, features=None, momenta=None, attention=None) 
     return given
 
 
-def _score_rate(X, X_dot, M):
+def _score_rate(X, X_dot, M, XM=None):
     """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ`` (§6), shape (N, N), as one product of width 2d."""
-    return np.hstack([X_dot @ M, X @ M]) @ np.hstack([X, X_dot]).T
+    XM = X @ M if XM is None else XM
+    return np.concatenate((X_dot @ M, XM), axis=1) @ np.concatenate((X, X_dot), axis=1).T
 
 
 class Simulation:
@@ -196,10 +196,12 @@ class Simulation:
             self.status, self.message = self._engine.status, self._engine.message
             self.diverged_at = self._engine.diverged_at
             return
-        for _ in range(int(n)):
-            if self.status != RUNNING:
-                return
-            self._advance_one()
+        self._dt, self._norm_limit = self.settings.dt, self.settings.norm_limit
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            for _ in range(int(n)):
+                if self.status != RUNNING:
+                    return
+                self._advance_one()
 
     def frame(self) -> Frame:
         """The frame of the current state, with every diagnostic of §9."""
@@ -221,6 +223,7 @@ class Simulation:
         if self._given.get("features") is not None:
             data = replace(data, X=self._given["features"])
         self._data = data
+        self._work = Workspace()
         self.prob = prob = self._problem()
         self.path = FeaturePath(
             kind=s.path, X0=data.X, Y=data.Y, Q=data.Q, omega=s.omega,
@@ -264,7 +267,8 @@ class Simulation:
             self.prob = self._problem()
             self._energy0 = self._energy(self.state)
             self._residual_offset = before - self._residual(self.state) + self._residual_offset
-            self.state = replace(self.state, force=None)  # forces depend on these settings
+            # forces and cached rates depend on these settings
+            self.state = replace(self.state, force=None, cache=None)
             if self.model in ("reduced", "transformer"):
                 Z = self.prob.beta * self.state.S
                 Z = Z - Z.max(axis=1, keepdims=True)
@@ -272,23 +276,23 @@ class Simulation:
 
     # -- stepping ---------------------------------------------------------
     def _advance_one(self):
-        h = self.settings.dt
+        st, h = self.state, self._dt
         try:
-            with np.errstate(over="raise", invalid="raise", divide="raise"):
-                new = _STEPPERS[self.model](self, self.state, h)
+            new = _STEPPERS[self.model](self, st, h)
+            norm = math.sqrt(float(np.vdot(new.X, new.X)))
+            finite = (math.isfinite(norm) and math.isfinite(float(new.Z.sum()))
+                      and math.isfinite(new.dissipated + new.work))
         except FloatingPointError as err:
-            self._diverge(self.state.t + h, f"non-finite value ({err})")
+            self._diverge(st.t + h, f"non-finite value ({err})")
             return
         except _TooStiff as err:
             self.status = FAILED
-            self.message = f"stopped at t = {self.state.t:.4g}: {err}"
+            self.message = f"stopped at t = {st.t:.4g}: {err}"
             return
-        norm = float(np.sqrt(np.sum(new.X * new.X)))
-        if not (np.isfinite(norm) and np.isfinite(new.Z.sum())
-                and np.isfinite(new.dissipated + new.work)):
+        if not finite:
             self._diverge(new.t, "non-finite value")
-        elif norm > self.settings.norm_limit:
-            self._diverge(new.t, f"feature norm {norm:.3g} exceeds {self.settings.norm_limit:g}")
+        elif norm > self._norm_limit:
+            self._diverge(new.t, f"feature norm {norm:.3g} exceeds {self._norm_limit:g}")
         else:
             self.state = new
 
@@ -296,90 +300,180 @@ class Simulation:
         self.status, self.diverged_at = DIVERGED, float(t)
         self.message = f"diverged at t = {t:.4g}: {why}; the run stopped (Reset to start again)"
 
+    def _rate_at(self, A, Z, S, D=None):
+        """Dissipation rate ``(λ/β) Σ_i Var_{A_i}(Z_i − βS_i)`` (§2), or ``D`` when known."""
+        if D is not None:
+            return D
+        prob = self.prob
+        W = self._work.get("step.W", Z.shape)
+        if prob.beta == 1.0:
+            np.subtract(Z, S, out=W)
+        else:
+            np.multiply(S, -prob.beta, out=W)
+            W += Z
+        return prob.relaxation_rate / prob.beta * en.row_variance(
+            A, W, self._work.get("step.var", Z.shape))
+
     def _step_attention(self, st: State, h: float) -> State:
         prob, path = self.prob, self.path
         beta, lam = prob.beta, prob.relaxation_rate
+        cache = st.cache or {}
         jump = next((ts for ts in path.jumps if st.t < ts <= st.t + h * (1 + 1e-9)), None)
         if jump is not None:
             h = jump - st.t
         t1 = jump if jump is not None else st.t + h
         X1, X1_dot = path(np.nextafter(t1, -np.inf) if jump is not None else t1)
-        S1 = en.scores(X1, prob.M)
-        S1_dot = _score_rate(X1, X1_dot, prob.M)
+        X1M = X1 @ prob.M
+        S1 = X1M @ X1.T
+        S1_dot = _score_rate(X1, X1_dot, prob.M, X1M)
         Z1 = logit_step(st.Z, st.S, S1, beta, lam, h)
         A1 = en.rowsoftmax(Z1, centred=True)
+        new_cache = {}
         if lam * h > _STIFF_LAMBDA_H:
             # Work and dissipation along the Strang companion of the step, exact for
             # frozen scores at any λh.
-            Zh, Ah, d1 = relax(st.Z, st.S, beta, lam, h / 2, st.A)
-            work = -float(np.sum(Ah * (S1 - st.S)))
-            _, _, d2 = relax(Zh, S1, beta, lam, h / 2, Ah)
+            work_ = self._work
+            Zh, Ah, _, _, _, mean_d1 = relaxation_averages(
+                st.Z, st.S, beta, lam, h / 2, st.A, D0=cache.get("D"), mean_A=False,
+                work=work_, out=(work_.get("att.Zh", st.Z.shape), work_.get("att.Ah", st.Z.shape)))
+            dS = np.subtract(S1, st.S, out=work_.get("att.dS", st.Z.shape))
+            work = -float(np.vdot(Ah, dS))
+            _, _, _, _, _, mean_d2 = relaxation_averages(
+                Zh, S1, beta, lam, h / 2, Ah, mean_A=False, work=work_,
+                out=(work_.get("att.Z2", st.Z.shape), work_.get("att.A2", st.Z.shape)))
+            d1, d2 = 0.5 * h * mean_d1, 0.5 * h * mean_d2
+            a_sdot1 = float(np.vdot(A1, S1_dot))
         else:  # trapezoidal rule: second order while the relaxation is resolved
-            rate = lam / beta
-            d1 = 0.5 * h * rate * (en.row_variance(st.A, st.Z - beta * st.S)
-                                   + en.row_variance(A1, Z1 - beta * S1))
-            d2 = 0.0
-            work = -0.5 * h * float(np.sum(st.A * st.S_dot) + np.sum(A1 * S1_dot))
+            D0 = self._rate_at(st.A, st.Z, st.S, cache.get("D"))
+            new_cache["D"] = D1 = self._rate_at(A1, Z1, S1)
+            d1, d2 = 0.5 * h * (D0 + D1), 0.0
+            a_sdot0 = cache.get("A_Sdot")
+            if a_sdot0 is None:
+                a_sdot0 = float(np.vdot(st.A, st.S_dot))
+            a_sdot1 = float(np.vdot(A1, S1_dot))
+            work = -0.5 * h * (a_sdot0 + a_sdot1)
+        osc0 = cache.get("osc_S_dot")
+        osc0 = en.oscillation(st.S_dot) if osc0 is None else osc0
+        osc1 = en.oscillation(S1_dot)
         w0, w1 = exp_trapezoid(lam, h)
-        B = np.exp(-lam * h) * st.B + beta * (w0 * en.oscillation(st.S_dot)
-                                              + w1 * en.oscillation(S1_dot))
+        B = math.exp(-lam * h) * st.B + beta * (w0 * osc0 + w1 * osc1)
         if jump is not None:  # the jump does work with attention frozen
             X1, X1_dot = path(t1)
             S_new = en.scores(X1, prob.M)
             work -= float(np.sum(A1 * (S_new - S1)))
             B = B + beta * en.oscillation(S_new - S1)
             S1, S1_dot = S_new, _score_rate(X1, X1_dot, prob.M)
+            new_cache = None
+        else:
+            new_cache.update(osc_S_dot=osc1, A_Sdot=a_sdot1)
         return State(t=t1, X=X1, P=st.P, Z=Z1, A=A1, S=S1, S_dot=S1_dot, B=B,
-                     dissipated=st.dissipated + d1 + d2, work=st.work + work)
+                     dissipated=st.dissipated + d1 + d2, work=st.work + work, cache=new_cache)
 
-    def _relax_half(self, X, P, Z, A, S, h):
-        """Relax logits for ``h`` with the cotangent lift's effective scores frozen."""
+    # cotangent lift ---------------------------------------------------------
+    def _lift_target(self, X, P):
+        """``βŜ = β (X M − P W_V) Xᵀ`` of the cotangent lift (§7c), one product."""
         prob = self.prob
-        S_hat = effective_scores(self.model, prob, X, P, A, S)
-        return relax(Z, S_hat, prob.beta, prob.relaxation_rate, h, A)
+        return (prob.beta * (X @ prob.M - P @ prob.W_V)) @ X.T
+
+    def _lift_rhs(self, X, P, A):
+        """``(Ẋ, Ṗ) = (A X W_Vᵀ, A X Mᵀ + Aᵀ (X M − P W_V) − kX)`` with ``A`` frozen."""
+        prob = self.prob
+        d = X.shape[1]
+        Y = A @ np.hstack([X @ prob.W_V.T, X @ prob.M.T])
+        P_dot = A.T @ (X @ prob.M - P @ prob.W_V)
+        P_dot += Y[:, d:]
+        if prob.confinement:
+            P_dot -= prob.confinement * X
+        return Y[:, :d], P_dot
+
+    def _step_cotangent_lift(self, st: State, h: float) -> State:
+        """``R(h/2) ∘ Heun(h) ∘ R(h/2)``: relaxations with the effective scores frozen."""
+        prob, work = self.prob, self._work
+        beta, lam, shape = prob.beta, prob.relaxation_rate, st.Z.shape
+        cache = st.cache or {}
+        target0 = cache.get("target")
+        if target0 is None:
+            target0 = self._lift_target(st.X, st.P)
+        W = np.subtract(st.Z, target0, out=work.get("lift.W", shape))
+        Zh, Ah, _, _, _, mean_d1 = relaxation_averages(
+            st.Z, None, beta, lam, h / 2, st.A, W0=W, D0=cache.get("D"), mean_A=False,
+            work=work, out=(work.get("lift.Zh", shape), work.get("lift.Ah", shape)))
+        # Heun's method for (X, P) with A frozen
+        X0, P0 = st.X, st.P
+        kx1, kp1 = self._lift_rhs(X0, P0, Ah)
+        kx2, kp2 = self._lift_rhs(X0 + h * kx1, P0 + h * kp1, Ah)
+        X1 = X0 + (0.5 * h) * (kx1 + kx2)
+        P1 = P0 + (0.5 * h) * (kp1 + kp2)
+        target1 = self._lift_target(X1, P1)
+        W = np.subtract(Zh, target1, out=W)
+        Z1, A1, _, _, D1, mean_d2 = relaxation_averages(
+            Zh, None, beta, lam, h / 2, Ah, W0=W, mean_A=False, work=work,
+            out=(np.empty(shape), np.empty(shape)))
+        S1 = en.scores(X1, prob.M)
+        return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=st.S_dot, B=st.B,
+                     dissipated=st.dissipated + 0.5 * h * (mean_d1 + mean_d2), work=st.work,
+                     cache={"target": target1, "D": D1})
+
+    # canonical and value matching ---------------------------------------------
+    def _force(self, X, A, XM=None):
+        """``Ṗ = −∂H/∂X`` at ``(X, A)`` (canonical, value matching), and the matrix ``G``
+        with ``Ŝ = G Xᵀ`` (value matching: ``G = X M + κ R W_V``; canonical: None)."""
+        prob = self.prob
+        XM = X @ prob.M if XM is None else XM
+        if self.model == "value_matching":
+            d = X.shape[1]
+            Y = A @ np.hstack([X @ prob.M.T, X @ prob.W_V.T])
+            R = X - Y[:, d:]  # the value residual X − A X W_Vᵀ
+            G = XM + prob.kappa * (R @ prob.W_V)
+            force = A.T @ G
+            force += Y[:, :d]
+            force -= prob.kappa * R
+        else:
+            G = None
+            force = A.T @ XM
+            force += A @ (X @ prob.M.T)
+        if prob.confinement:
+            force -= prob.confinement * X
+        return force, G
 
     def _step_hamiltonian(self, st: State, h: float) -> State:
         prob, model = self.prob, self.model
-        if model == "cotangent_lift":  # R(h/2) ∘ Heun(h) ∘ R(h/2)
-            Z, A, d1 = self._relax_half(st.X, st.P, st.Z, st.A, st.S, h / 2)
-            X1, P1 = heun(
-                (st.X, st.P),
-                lambda y: (feature_velocity(model, prob, y[0], y[1], A),
-                           momentum_force(model, prob, y[0], y[1], A)),
-                h,
-            )
-            S1 = en.scores(X1, prob.M)
-            Z1, A1, d2 = self._relax_half(X1, P1, Z, A, S1, h / 2)
-            force1 = None
+        # Value matching feeds attention back into its own target: the logit
+        # Jacobian holds −γκ (diag A_i − A_iA_iᵀ) X W_VᵀW_V Xᵀ, whose norm is at most
+        # γκ max(A) ‖X W_Vᵀ‖₂². Sub-step so that this gain × step stays below 1/4.
+        n_sub = 1
+        if model == "value_matching" and prob.kappa > 0:
+            XW = st.X @ prob.W_V.T  # ‖XW_Vᵀ‖₂² = λ_max of the d×d Gram matrix
+            gain = (prob.gamma * prob.kappa * float(st.A.max())
+                    * float(np.linalg.eigvalsh(XW.T @ XW)[-1]))
+            n_sub = max(1, int(math.ceil(gain * h / _VM_GAIN_STEP)))
+            if n_sub > _MAX_SUBSTEPS:
+                raise _TooStiff(
+                    f"value matching too stiff: γκ max(A)‖X W_Vᵀ‖² dt = {gain * h:.3g} needs "
+                    f"{n_sub} sub-steps (max {_MAX_SUBSTEPS}); lower dt, γ or κ")
+        if n_sub == 1:
+            X1, P1, Z1, A1, S1, force1, cache, dissipated = self._etd_verlet(st, h)
         else:
-            # Value matching feeds attention back into its own target: the logit
-            # Jacobian holds −γκ (diag A_i − A_iA_iᵀ) X W_VᵀW_V Xᵀ, whose norm is at most
-            # γκ max(A) ‖X W_Vᵀ‖₂². Sub-step so that this gain × step stays below 1/4.
-            n_sub = 1
-            if model == "value_matching" and prob.kappa > 0:
-                XW = st.X @ prob.W_V.T  # ‖XW_Vᵀ‖₂² = λ_max of the d×d Gram matrix
-                gain = (prob.gamma * prob.kappa * float(st.A.max())
-                        * float(np.linalg.eigvalsh(XW.T @ XW)[-1]))
-                n_sub = int(np.ceil(gain * h / _VM_GAIN_STEP))
-                if n_sub > _MAX_SUBSTEPS:
-                    raise _TooStiff(
-                        f"value matching too stiff: γκ max(A)‖X W_Vᵀ‖² dt = {gain * h:.3g} needs "
-                        f"{n_sub} sub-steps (max {_MAX_SUBSTEPS}); lower dt, γ or κ")
-            d1, d2, sub = 0.0, 0.0, st
-            for _ in range(max(1, n_sub)):
-                X1, P1, Z1, A1, S1, dissipated, force1 = self._etd_verlet(
-                    sub, h / max(1, n_sub))
-                d1 += dissipated
-                sub = replace(sub, X=X1, P=P1, Z=Z1, A=A1, S=S1, force=force1)
-        B, S1_dot = st.B, st.S_dot
+            dissipated, sub = 0.0, st
+            for _ in range(n_sub):
+                X1, P1, Z1, A1, S1, force1, cache, d = self._etd_verlet(sub, h / n_sub)
+                dissipated += d
+                sub = replace(sub, X=X1, P=P1, Z=Z1, A=A1, S=S1, force=force1, cache=cache)
+        B, S1_dot, X1M = st.B, st.S_dot, cache.pop("XM")
         if model == "canonical":
             lam = prob.relaxation_rate
-            S1_dot = _score_rate(X1, P1 / prob.mass, prob.M)
+            S1_dot = _score_rate(X1, P1 / prob.mass, prob.M, X1M)
+            osc0 = (st.cache or {}).get("osc_S_dot")
+            osc0 = en.oscillation(st.S_dot) if osc0 is None else osc0
+            osc1 = en.oscillation(S1_dot)
             w0, w1 = exp_trapezoid(lam, h)
-            B = np.exp(-lam * h) * st.B + prob.beta * (
-                w0 * en.oscillation(st.S_dot) + w1 * en.oscillation(S1_dot))
+            B = math.exp(-lam * h) * st.B
+            B += (prob.beta * w0) * osc0
+            B += (prob.beta * w1) * osc1
+            cache["osc_S_dot"] = osc1
         return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=S1_dot, B=B,
-                     dissipated=st.dissipated + d1 + d2, work=st.work, force=force1)
+                     dissipated=st.dissipated + dissipated, work=st.work, force=force1,
+                     cache=cache)
 
     def _etd_verlet(self, st: State, h: float):
         """One step of velocity Verlet for ``(X, P)`` with the exact logit step for ``Z``.
@@ -393,75 +487,125 @@ class Simulation:
         step instead: the composite trapezoid of ``A`` at ``t, t + h/2, t + h`` plus the
         deviation of a frozen relaxation towards the lagged target from its own
         composite trapezoid, which carries the transient exactly; dissipation alike.
+
+        Returns ``X₁, P₁, Z₁, A₁, S₁``, the force at the end, the new state's cache
+        (a new dict; ``"XM"`` holds ``X₁M``) and the energy dissipated.
         """
-        prob, model = self.prob, self.model
+        prob, model, work = self.prob, self.model, self._work
         beta, lam, tau = prob.beta, prob.relaxation_rate, 0.5 * h
-        force0 = st.force if st.force is not None else \
-            momentum_force(model, prob, st.X, None, st.A)
+        shape = st.Z.shape
+        vm = model == "value_matching"
+        cache = st.cache or {}
+        force0, G0 = st.force, cache.get("G")
+        if force0 is None or (vm and G0 is None):
+            force0, G0 = self._force(st.X, st.A)
         P_half = st.P + tau * force0
         X1 = st.X + (h / prob.mass) * P_half
-        S1 = en.scores(X1, prob.M)
-        S_hat0 = effective_scores(model, prob, st.X, st.P, st.A, st.S)
-        if model == "value_matching":  # Ŝ depends on A: predict A at the end first
-            A_pred = en.rowsoftmax(logit_step(st.Z, S_hat0, S_hat0, beta, lam, h), centred=True)
-            S_hat1 = effective_scores(model, prob, X1, P_half, A_pred, S1)
+        X1M = X1 @ prob.M
+        S1 = X1M @ X1.T
+        if vm:  # Ŝ depends on A: predict A at the end first
+            S_hat0 = np.matmul(G0, st.X.T, out=work.get("vm.S0", shape))
+            A_pred = logit_step(st.Z, S_hat0, S_hat0, beta, lam, h, out=work.get("vm.A", shape))
+            A_pred = en.rowsoftmax(A_pred, centred=True, out=A_pred)
+            R_pred = X1 - A_pred @ (X1 @ prob.W_V.T)
+            S_hat1 = np.matmul(X1M + prob.kappa * (R_pred @ prob.W_V), X1.T,
+                               out=work.get("vm.S1", shape))
         else:
-            S_hat1 = S1
+            S_hat0, S_hat1 = st.S, S1
         Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h)
         A1 = en.rowsoftmax(Z1, centred=True)
         rate = lam / beta
-        force1 = momentum_force(model, prob, X1, None, A1)
+        force1, G1 = self._force(X1, A1, X1M)
+        new_cache = {"G": G1, "XM": X1M} if vm else {"XM": X1M}
         if lam * h <= _STIFF_LAMBDA_H:  # resolved relaxation: plain trapezoidal kicks
             P1 = P_half + tau * force1
-            dissipated = 0.5 * h * rate * (en.row_variance(st.A, st.Z - beta * S_hat0)
-                                           + en.row_variance(A1, Z1 - beta * S_hat1))
-            return X1, P1, Z1, A1, S1, dissipated, force1
+            D1 = self._rate_at(A1, Z1, S_hat1)
+            if not vm:
+                new_cache["D"] = D1
+            dissipated = 0.5 * h * (self._rate_at(st.A, st.Z, S_hat0, cache.get("D")) + D1)
+            return X1, P1, Z1, A1, S1, force1, new_cache, dissipated
         # The transient: a relaxation towards the lagged target βŜ₀ − β(dŜ/dt)/λ with
         # scores frozen; its exact mean minus its own composite trapezoid corrects the
         # trapezoid of the real path (zero when attention already tracks its target).
-        lag = -(beta / (lam * h)) * (S_hat1 - S_hat0)
-        target = beta * S_hat0 + lag
-        W0 = centre_rows(st.Z - target)
-        if float(np.max(W0.max(axis=1) - W0.min(axis=1))) <= _TRANSIENT_OSC:
+        lag = np.subtract(S_hat1, S_hat0, out=work.get("etd.lag", shape))
+        lag *= -(beta / (lam * h))
+        W0 = np.multiply(S_hat0, -beta, out=work.get("etd.W0", shape))  # Z − βŜ₀ − L
+        W0 += st.Z
+        W0 -= lag
+        D0 = self._rate_at(st.A, st.Z, S_hat0, cache.get("D"))
+        D1 = self._rate_at(A1, Z1, S_hat1)
+        if not vm:
+            new_cache["D"] = D1
+        if float((W0.max(axis=1) - W0.min(axis=1)).max()) <= _TRANSIENT_OSC:
             # attention already tracks its lagged target: the trapezoid is second order
             P1 = P_half + tau * force1
-            dissipated = 0.5 * h * rate * (en.row_variance(st.A, st.Z - beta * S_hat0)
-                                           + en.row_variance(A1, Z1 - beta * S_hat1))
-            return X1, P1, Z1, A1, S1, dissipated, force1
-        _, A_fe, mean_A, D0, D_fe, mean_D = relaxation_averages(
-            st.Z, S_hat0, beta, lam, h, st.A, lag)
+            return X1, P1, Z1, A1, S1, force1, new_cache, 0.5 * h * (D0 + D1)
+        target = np.multiply(S_hat0, beta, out=work.get("etd.target", shape))
+        target += lag
+        _, A_fe, mean_A, _, D_fe, mean_D = relaxation_averages(
+            st.Z, S_hat0, beta, lam, h, st.A, lag, W0=W0, D0=D0, work=work,
+            out=(work.get("etd.Zfe", shape), work.get("etd.Afe", shape)))
         S_hat_half = 0.5 * (S_hat0 + S_hat1)
         Z_half = logit_step(st.Z, S_hat0, S_hat_half, beta, lam, tau)
         A_half = en.rowsoftmax(Z_half, centred=True)
-        E_half = np.exp(-lam * tau)
+        E_half = math.exp(-lam * tau)
         A_fm = en.rowsoftmax(target + E_half * W0)
         D_fm = rate * en.row_variance(A_fm, lag + E_half * W0)
         correction = mean_A - 0.25 * (st.A + 2.0 * A_fm + A_fe)
         # kicks weight A_n and A_1 by h/2 each; the rest of the step's mean goes here
         K = A_half - 0.5 * (st.A + A1) + 2.0 * correction
         P1 = (P_half + tau * force1
-              + tau * (momentum_force(model, prob, st.X, None, st.A + K) - force0))
-        D_half = rate * en.row_variance(A_half, Z_half - beta * S_hat_half)
-        D1 = rate * en.row_variance(A1, Z1 - beta * S_hat1)
+              + tau * (self._force(st.X, st.A + K)[0] - force0))
+        D_half = self._rate_at(A_half, Z_half, S_hat_half)
         dissipated = h * (0.25 * (D0 + 2.0 * D_half + D1)
                           + mean_D - 0.25 * (D0 + 2.0 * D_fm + D_fe))
-        return X1, P1, Z1, A1, S1, dissipated, force1
+        return X1, P1, Z1, A1, S1, force1, new_cache, dissipated
 
-    def _slaved(self, st: State, t1, X1, P1) -> State:
-        """A state whose attention is the softmax of its scores (reduced, transformer)."""
-        S1 = en.scores(X1, self.prob.M)
-        Z1 = self.prob.beta * S1
-        Z1 = Z1 - Z1.max(axis=1, keepdims=True)
-        return replace(st, t=t1, X=X1, P=P1, Z=Z1, A=en.rowsoftmax(Z1, centred=True), S=S1)
+    # reduced and transformer ------------------------------------------------------
+    def _slaved(self, X1):
+        """Scores, logits and attention ``A*(X1)`` of a state whose attention is slaved."""
+        prob = self.prob
+        S1 = en.scores(X1, prob.M)
+        Z1 = np.multiply(S1, prob.beta)
+        centre_rows(Z1, out=Z1)
+        return S1, Z1, en.rowsoftmax(Z1, centred=True)
+
+    def _reduced_force(self, X, A):
+        prob = self.prob
+        force = A.T @ (X @ prob.M)
+        force += A @ (X @ prob.M.T)
+        if prob.confinement:
+            force -= prob.confinement * X
+        return force
 
     def _step_reduced(self, st: State, h: float) -> State:
+        """Velocity Verlet with ``A = A*(X)``; the force at the end is kept for the next step."""
         prob = self.prob
-        X1, P1 = verlet(st.X, st.P, lambda X: reduced_force(prob, X), prob.mass, h)
-        return self._slaved(st, st.t + h, X1, P1)
+        force0 = st.force if st.force is not None else self._reduced_force(st.X, st.A)
+        P_half = st.P + (0.5 * h) * force0
+        X1 = st.X + (h / prob.mass) * P_half
+        S1, Z1, A1 = self._slaved(X1)
+        force1 = self._reduced_force(X1, A1)
+        P1 = P_half + (0.5 * h) * force1
+        return replace(st, t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, force=force1, cache=None)
 
     def _step_transformer(self, st: State, h: float) -> State:
-        (X1,) = heun((st.X,), lambda y: (transformer_velocity(self.prob, y[0]),), h)
-        return self._slaved(st, st.t + h, X1, st.P)
+        """Heun's method on ``Ẋ = A*(X) X W_Vᵀ``; the velocity at the end is kept."""
+        prob, work, shape = self.prob, self._work, st.Z.shape
+        W_Vt = prob.W_V.T
+        v0 = (st.cache or {}).get("velocity")
+        v0 = st.A @ (st.X @ W_Vt) if v0 is None else v0
+        X_pred = st.X + h * v0
+        A_pred = np.matmul(X_pred @ prob.M, X_pred.T, out=work.get("tf.A", shape))
+        if prob.beta != 1.0:
+            A_pred *= prob.beta
+        centre_rows(A_pred, out=A_pred)
+        en.rowsoftmax(A_pred, centred=True, out=A_pred)
+        v_pred = A_pred @ (X_pred @ W_Vt)
+        X1 = st.X + (0.5 * h) * (v0 + v_pred)
+        S1, Z1, A1 = self._slaved(X1)
+        v1 = A1 @ (X1 @ W_Vt)
+        return replace(st, t=st.t + h, X=X1, Z=Z1, A=A1, S=S1, cache={"velocity": v1})
 
     # -- diagnostics --------------------------------------------------------
     def _effective_scores(self, st: State):
@@ -545,7 +689,7 @@ _STEPPERS = {
     "attention": Simulation._step_attention,
     "canonical": Simulation._step_hamiltonian,
     "value_matching": Simulation._step_hamiltonian,
-    "cotangent_lift": Simulation._step_hamiltonian,
+    "cotangent_lift": Simulation._step_cotangent_lift,
     "reduced": Simulation._step_reduced,
     "transformer": Simulation._step_transformer,
 }

@@ -3,6 +3,10 @@
 Every speed figure is a ratio of two timings taken in the same run, interleaved round
 by round, each the minimum over rounds (the least disturbed sample on a shared
 machine). Nothing here asserts an absolute time.
+
+Two floors: :func:`matmul_floor`, the same three products for every model, and
+:func:`model_floor`, the products each model's scheme performs in one step
+(:data:`MODEL_FLOORS`, documented per model in README.md).
 """
 
 from __future__ import annotations
@@ -51,9 +55,10 @@ def side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5,
 
 
 def matmul_floor(N: int, d: int, seed: int = 0) -> Callable[[], object]:
-    """The bare O(N²d) products of one step on arrays of the step's size.
+    """The generic floor: the bare O(N²d) products of one step on arrays of its size.
 
-    One score product ``(X M) Xᵀ`` plus one force ``A (X Mᵀ) + Aᵀ (X M)``.
+    One score product ``(X M) Xᵀ`` plus one force ``A (X Mᵀ) + Aᵀ (X M)``, the same
+    for every model (:func:`model_floor` times the products each scheme performs).
     """
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((N, d))
@@ -65,6 +70,63 @@ def matmul_floor(N: int, d: int, seed: int = 0) -> Callable[[], object]:
         S = (X @ M) @ X.T
         F = A @ (X @ M.T) + A.T @ (X @ M)
         return S, F
+
+    return floor
+
+
+#: The N×N×d products one step of each model performs, as ``(kind, width)`` pairs:
+#: ``"score"`` is an outer product ``(N×w)·(w×N)`` (scores, effective scores, dS/dt),
+#: ``"apply"`` is ``A·(N×w)``, ``"apply_t"`` is ``Aᵀ·(N×w)``. A product of width 2d
+#: costs about two of width d. Every product is one the scheme needs (none can be
+#: dropped without changing the scheme); see tests/benchmarks/README.md for why.
+MODEL_FLOORS: dict[str | None, tuple[tuple[str, int], ...]] = {
+    # generic: score (X M) Xᵀ, force A (X Mᵀ) + Aᵀ (X M)
+    None: (("score", 1), ("apply", 1), ("apply_t", 1)),
+    # S(X₁); dS/dt(X₁, Ẋ₁) for work and tracking bound (one product of width 2d)
+    "attention": (("score", 1), ("score", 2)),
+    # S(X₁); force at X₁ (cached for the next kick); dS/dt for the tracking bound
+    "canonical": (("score", 1), ("apply", 1), ("apply_t", 1), ("score", 2)),
+    # per sub-step: S(X₁), Ŝ₀ = G₀X₀ᵀ, predictor A_pred X₁W_Vᵀ, Ŝ₁ = G_pred X₁ᵀ,
+    # force at X₁: A₁[X₁Mᵀ | X₁W_Vᵀ] and A₁ᵀ G₁ (cached for the next kick)
+    "value_matching": (("score", 1), ("score", 1), ("apply", 1), ("score", 1),
+                       ("apply", 2), ("apply_t", 1)),
+    # βŜ at the end of Heun (the start's is the previous step's end); two Heun stages,
+    # each A[X W_Vᵀ | X Mᵀ] and Aᵀ(X M − P W_V)
+    "cotangent_lift": (("score", 1), ("apply", 2), ("apply_t", 1), ("apply", 2),
+                       ("apply_t", 1)),
+    # S(X₁) for A*(X₁); force at X₁ (cached for the next kick)
+    "reduced": (("score", 1), ("apply", 1), ("apply_t", 1)),
+    # Heun: predictor stage S(X̃), A*(X̃)X̃W_Vᵀ; end S(X₁), A*(X₁)X₁W_Vᵀ (cached)
+    "transformer": (("score", 1), ("apply", 1), ("score", 1), ("apply", 1)),
+}
+
+
+def floor_units(model: str | None) -> int:
+    """Size of a model's floor in units of one product of width d."""
+    return sum(w for _, w in MODEL_FLOORS[model])
+
+
+def model_floor(model: str | None, N: int, d: int, seed: int = 0) -> Callable[[], object]:
+    """The bare products of :data:`MODEL_FLOORS` ``[model]`` on arrays of the step's size."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N, 2 * d))
+    A = rng.random((N, N))
+    A /= A.sum(axis=1, keepdims=True)
+    calls = []
+    for kind, width in MODEL_FLOORS[model]:
+        L, R = np.ascontiguousarray(X[:, :width * d]), np.ascontiguousarray(X[:, -width * d:])
+        calls.append((kind, L, R))
+
+    def floor():
+        out = []
+        for kind, L, R in calls:
+            if kind == "score":
+                out.append(L @ R.T)
+            elif kind == "apply":
+                out.append(A @ L)
+            else:
+                out.append(A.T @ L)
+        return out
 
     return floor
 

@@ -1,9 +1,16 @@
 """Step rate of every model against the matmul floor of the same size (issue item 1).
 
-The floor of one step is the bare O(N²d) work it cannot avoid: one score product
-``(X M) Xᵀ`` plus one force ``A (X Mᵀ) + Aᵀ (X M)`` (:func:`conftest.matmul_floor`).
-Reported, not asserted: ``step/floor`` (targets ≤ 5 at N = 256, ≤ 3 at N = 1024) and
-``frame/step``, the cost of the diagnostics frame in steps.
+Two floors, both timed side by side with the step:
+
+* the generic floor, the same three products for every model: one score product
+  ``(X M) Xᵀ`` plus one force ``A (X Mᵀ) + Aᵀ (X M)`` (:func:`conftest.matmul_floor`);
+* the model's floor, exactly the N×N×d products its scheme performs in one step
+  (:data:`conftest.MODEL_FLOORS`, :func:`conftest.model_floor`; ``units`` is its size in
+  products of width d).
+
+Reported, not asserted: ``step/floor`` (generic) and ``step/model floor`` (targets ≤ 5
+at N = 256, ≤ 3 at N = 1024) and ``frame/step``, the cost of the diagnostics frame in
+steps.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import pytest
 
 from dynamics import PART_I_MODELS, PART_II_MODELS, Settings, Simulation
 
-from .conftest import matmul_floor, record, side_by_side
+from .conftest import MODEL_FLOORS, floor_units, matmul_floor, model_floor, record, side_by_side
 
 DIM = 16
 SIZES = (64, 256, 1024)
@@ -48,16 +55,20 @@ def test_step_rate(benchmark, model, n_tokens):
     assert frame.features.shape == (n_tokens, DIM)
     if benchmark.disabled:
         return
-    t = side_by_side(
-        {"step": lambda: sim.advance(1), "frame": sim.frame,
-         "floor": matmul_floor(n_tokens, DIM)},
-        rounds=5,
-    )
+    fns = {"step": lambda: sim.advance(1), "frame": sim.frame,
+           "floor": matmul_floor(n_tokens, DIM)}
+    if model in MODEL_FLOORS:
+        fns["model floor"] = model_floor(model, n_tokens, DIM)
+    t = side_by_side(fns, rounds=5)
+    nan = float("nan")
     if sim.status != "running":
         pytest.skip(f"{model} N={n_tokens} stopped while timed: {sim.message}")
     record(benchmark, f"step rates (d={DIM}): step/floor and frame/step", {
         "model": model, "N": n_tokens,
         "step/floor": t["step"] / t["floor"],
+        "step/model floor": t["step"] / t["model floor"] if "model floor" in t else nan,
+        "units": floor_units(model) if model in MODEL_FLOORS else nan,
         "frame/step": t["frame"] / t["step"],
         "step_us": 1e6 * t["step"], "floor_us": 1e6 * t["floor"],
+        "model_floor_us": 1e6 * t["model floor"] if "model floor" in t else nan,
     })
