@@ -43,8 +43,10 @@ from .trajectories import Trajectories
 CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text()
 #: Memory budget of the recorded history of one session (bytes).
 HISTORY_BYTES = 20_000_000
-#: Frames sent to the browser and not yet acknowledged before a tick is skipped.
-MAX_IN_FLIGHT = 3
+#: Frames sent to the browser and not yet acknowledged before a tick is skipped (each
+#: queued frame delays what a slider change shows: 2 keeps the page busy and the
+#: slider latency near one frame time plus a tick).
+MAX_IN_FLIGHT = 2
 #: Seconds without acknowledgement after which frames are sent anyway.
 ACK_TIMEOUT = 1.0
 #: Seconds between status-line refreshes while playing (a DOM change costs the page a restyle).
@@ -127,7 +129,7 @@ class Dashboard(pn.viewable.Viewer):
                             doc="A preset tied to a statement of MODEL.md.")
     period = param.Integer(default=10, bounds=(5, 2000),
                            doc="Milliseconds between calls of the periodic callback.")
-    max_fps = param.Number(default=30.0, bounds=(1.0, 120.0),
+    max_fps = param.Number(default=40.0, bounds=(1.0, 120.0),
                            doc="Most frames per second the periodic callback sends.")
     notice = param.String(default="", doc="Message for the user (bad preset or URL, errors).")
 
@@ -229,7 +231,7 @@ class Dashboard(pn.viewable.Viewer):
         frame = self.sim.frame()
         if _frame_is_finite(frame):
             with pn.io.hold():
-                self.heatmaps.update(frame, self._frame_id)
+                self.heatmaps.update(frame, self._frame_id, self.sim.settings.beta)
             self._push_notebook()
 
     @param.depends("compare", watch=True)
@@ -290,7 +292,7 @@ class Dashboard(pn.viewable.Viewer):
         frame rate instead of building an ever-growing backlog of messages.
         """
         now = time.perf_counter()
-        # half a callback period of slack, so a 30 frames/s cap is not rounded down
+        # half a callback period of slack, so a 40 frames/s cap is not rounded down
         # to the callback grid (10 ms period: 40 ms = 25 frames/s)
         slack = self.period / 2000
         if self._callback is not None and now - self._last_frame < 1.0 / self.max_fps - slack:
@@ -365,7 +367,7 @@ class Dashboard(pn.viewable.Viewer):
             self.history.clear()
         self.history.append(frame)
         self._frame_id += 1
-        self.heatmaps.update(frame, self._frame_id)
+        self.heatmaps.update(frame, self._frame_id, self.sim.settings.beta)
         # While playing smoothly, time series go in batches; otherwise at once.
         batched = self.playing and self.sim.status == RUNNING and self._flow_control
         self.timeseries.update(frame, distance, flush=not batched)

@@ -11,6 +11,8 @@ text it draws).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import panel as pn
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
@@ -20,10 +22,11 @@ from bokeh.plotting import figure
 _TINY = 1e-300
 #: Smallest colour limit of the log-ratio map (a converged run shows a flat map).
 _MIN_LIMIT = 1e-3
-#: The log-ratio colour limits are set to this multiple of the map's largest |entry| ...
+#: The log-ratio colour limits are the power of 2 above this multiple of the map's
+#: largest |entry| ...
 _HEADROOM = 1.25
-#: ... when that entry exceeds them or falls below this fraction of them.
-_SHRINK = 0.5
+#: ... set when that entry exceeds them or falls below this fraction of them.
+_SHRINK = 0.25
 
 
 def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
@@ -88,21 +91,29 @@ class Heatmaps(pn.viewable.Viewer):
             fig.y_range.start, fig.y_range.end = n - 0.5, -0.5
             fig.renderers[0].glyph.update(dw=n, dh=n)
 
-    def update(self, frame, frame_id: int = 0) -> None:
-        """Show the attention of ``frame`` (``frame_id`` is echoed back by the page)."""
+    def update(self, frame, frame_id: int = 0, beta: float | None = None) -> None:
+        """Show the attention of ``frame`` (``frame_id`` is echoed back by the page).
+
+        ``beta``, the β the frame was computed with, is sent along with the softmax map
+        (the page, and the browser benchmark's slider latency, can tell which β a map
+        shows).
+        """
         A, A_star = frame.attention, frame.softmax
         if A.shape[0] != self.n:
             self.resize(A.shape[0])
         ratio = log_ratio(A, A_star)
         limit = max(float(np.abs(ratio).max()), _MIN_LIMIT)
         self.attention.data = {"image": [A.astype(np.float32)], "frame": [frame_id]}
-        self.softmax.data = {"image": [A_star.astype(np.float32)]}
+        softmax = {"image": [A_star.astype(np.float32)]}
+        if beta is not None:
+            softmax["beta"] = [float(beta)]
+        self.softmax.data = softmax
         self.ratio.data = {"image": [ratio.astype(np.float32)]}
         # Symmetric limits covering the map, with headroom: changing them repaints the
         # colour bar and its plot, so they move only when the map outgrows them or
         # shrinks well inside them.
         if not (_SHRINK * self.ratio_mapper.high <= limit <= self.ratio_mapper.high):
-            high = _HEADROOM * limit
+            high = 2.0 ** math.ceil(math.log2(_HEADROOM * limit))
             self.ratio_mapper.update(low=-high, high=high)
             self.ratio_bar_mapper.update(low=-high, high=high)
 

@@ -5,16 +5,25 @@ All figures share one ``ColumnDataSource`` that grows by one row per frame with
 ``stream(..., rollover=ROLLOVER)``, so memory stays bounded.  Diagnostics a model
 does not define (NaN, ``NOT_APPLICABLE``) are stored as 0 and their lines hidden
 and labelled "n/a": no NaN ever reaches a plot.
+
+Drawing cost: the lines and legends are on the plots' overlay canvas, and the axes
+follow the data in steps (:class:`SteppedRange`: a range grows with headroom when the
+data leave it and shrinks when the data fill a small part of it), so a new batch of
+rows usually repaints the lines alone, not the axes, ticks and title around them
+(Bokeh reads the page's CSS for every text it draws). A range the user zooms or pans
+is left alone until the plot's Reset tool or a new run.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import panel as pn
 import param
 from bokeh.core.properties import value
-from bokeh.models import ColumnDataSource
+from bokeh.events import Reset
+from bokeh.models import ColumnDataSource, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
@@ -39,11 +48,70 @@ def _finite(x) -> float:
     return x if math.isfinite(x) else 0.0
 
 
+#: Headroom added on each side when a range grows, as a fraction of the data's span.
+HEADROOM = 0.25
+#: A range shrinks to the data when they span less than this fraction of it.
+SHRINK = 0.25
+#: The time axis starts at the oldest row kept once it leaves this fraction empty.
+TRIM = 0.1
+
+
+class SteppedRange:
+    """Server-side fit of a ``Range1d`` to streaming data, changed in steps.
+
+    :meth:`fit` moves the range only when the data leave it (growing it with
+    ``HEADROOM``) or span less than ``SHRINK`` of it; on a logarithmic axis the same
+    rules hold for the decades.  A range whose ends differ from the last ones set
+    here was zoomed or panned by the user and is not touched until :meth:`follow`.
+    ``trim`` (the time axis) also moves the start up to the data once they leave
+    more than that fraction of the range empty on the left (old rows rolled over).
+    """
+
+    def __init__(self, rng: Range1d, log: bool = False, trim: float | None = None):
+        self.range, self.log, self.trim = rng, log, trim
+        self.follow()
+
+    def follow(self) -> None:
+        """Follow the data again (Reset tool, new run)."""
+        self._set = None
+
+    def _user_moved(self) -> bool:
+        return self._set is not None and (self.range.start, self.range.end) != self._set
+
+    def fit(self, lo: float, hi: float) -> None:
+        """Keep ``[lo, hi]`` (finite, ``lo ≤ hi``) in view, changing the range rarely."""
+        if self._user_moved():
+            return
+        if self.log:
+            lo, hi = math.log10(max(lo, LOG_FLOOR)), math.log10(max(hi, LOG_FLOOR))
+        span = max(hi - lo, 1e-9 * max(abs(lo), abs(hi), 1.0), 1e-12)
+        if self._set is None:
+            start, end = lo - 0.05 * span, hi + HEADROOM * span
+        else:
+            start, end = self._set
+            if self.log:
+                start, end = math.log10(start), math.log10(end)
+            trimmed = self.trim is not None and lo - start > self.trim * (end - start)
+            if trimmed:
+                start = lo
+            elif lo >= start and hi <= end and span >= SHRINK * (end - start):
+                return
+            start = lo - HEADROOM * span if (lo < start or span < SHRINK * (end - start)) \
+                else start
+            end = hi + HEADROOM * span if (hi > end or span < SHRINK * (end - start)) else end
+        if self.log:
+            start, end = 10.0**start, 10.0**end
+        self._set = (start, end)
+        self.range.update(start=start, end=end)
+
+
 def _figure(title, y_label, **kw):
     p = figure(title=title, height=260, width=455, x_axis_label=_TIME, y_axis_label=y_label,
                tools="pan,wheel_zoom,box_zoom,reset,save,hover",
                tooltips=[("t", "@t{0.000}"), ("value", "$y{0.0000e}")],
-               toolbar_location="above", **kw)
+               toolbar_location="above", x_range=Range1d(0.0, 1.0),
+               y_range=Range1d(1e-3, 1.0) if kw.get("y_axis_type") == "log" else Range1d(0, 1),
+               **kw)
     return p
 
 
@@ -109,21 +177,47 @@ class TimeSeries(pn.viewable.Viewer):
         self._labels = {k: item.label.value for k, item in self._legend_items.items()}
         for fig in (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
                     self.fig_distance):
+            fig.legend.level = "overlay"  # drawn over the lines, repainted with them
             fig.legend.label_text_font_size = "9pt"
             fig.legend.background_fill_alpha = 0.7
             fig.legend.padding = 4
             fig.legend.spacing = 0
-        self.fig_distance.visible = False
+        self._hidden = ColumnDataSource({c: [] for c in COLUMNS})
+        self.figures = (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
+                        self.fig_distance)
+        for r in self.lines.values():
+            r.level = "overlay"
+        # the columns each figure shows, and its stepped x and y ranges
+        self._fig_columns = {
+            fig: [k for k, r in self.lines.items() if r in fig.renderers]
+            for fig in self.figures}
+        self._ranges = {
+            fig: (SteppedRange(fig.x_range, trim=TRIM),
+                  SteppedRange(fig.y_range, log=fig is self.fig_kl_log))
+            for fig in self.figures}
+        for fig, ranges in self._ranges.items():
+            fig.on_event(Reset, lambda event, ranges=ranges: self._follow(ranges))
+        self._show(self.fig_distance, False)
         self._toggle_log()
 
     @param.depends("log_kl", watch=True)
     def _toggle_log(self):
-        self.fig_kl.visible = not self.log_kl
-        self.fig_kl_log.visible = self.log_kl
+        self._show(self.fig_kl, not self.log_kl)
+        self._show(self.fig_kl_log, self.log_kl)
 
     def show_distance(self, visible: bool) -> None:
         """Show or hide the comparison-mode distance plot."""
-        self.fig_distance.visible = visible
+        self._show(self.fig_distance, visible)
+
+    def _show(self, fig, visible: bool) -> None:
+        """Show or hide ``fig``; a hidden figure's lines draw from an empty source, so
+        that the rows streamed meanwhile do not make the page repaint (and lay out
+        again) a plot nobody sees."""
+        fig.visible = visible
+        for key in self._fig_columns[fig]:
+            self.lines[key].data_source = self.source if visible else self._hidden
+        if visible:
+            self._fit_ranges()
 
     def set_model(self, model: str) -> None:
         """Label the energy by model and mark the diagnostics it does not define n/a."""
@@ -142,6 +236,29 @@ class TimeSeries(pn.viewable.Viewer):
         self.source.data = {c: [] for c in COLUMNS}
         self.e0 = self.phi0 = None
         self.pending = []
+        for ranges in self._ranges.values():
+            self._follow(ranges)
+
+    def _follow(self, ranges) -> None:
+        for rng in ranges:
+            rng.follow()
+        self._fit_ranges()
+
+    def _fit_ranges(self) -> None:
+        """Fit the stepped ranges of every shown figure to the rows of its visible lines."""
+        data = self.source.data
+        if len(data["t"]) == 0:
+            return
+        t = np.asarray(data["t"], dtype=float)
+        for fig, (x_range, y_range) in self._ranges.items():
+            if not fig.visible:  # a hidden plot whose range changes is laid out again
+                continue
+            x_range.fit(float(t[0]), float(t[-1]))
+            shown = [np.asarray(data[k], dtype=float) for k in self._fig_columns[fig]
+                     if self.lines[k].visible]
+            if shown:
+                y_range.fit(min(float(v.min()) for v in shown),
+                            max(float(v.max()) for v in shown))
 
     def row(self, frame, distance: float | None = None) -> dict:
         """The buffer row of ``frame`` (every value finite)."""
@@ -176,6 +293,7 @@ class TimeSeries(pn.viewable.Viewer):
         if self.pending:
             rows, self.pending = self.pending, []
             self.source.stream({k: [r[k] for r in rows] for k in COLUMNS}, rollover=ROLLOVER)
+            self._fit_ranges()
 
     def __panel__(self):
         """The KL, energy and rate plots in a row (the distance plot is placed by the caller)."""

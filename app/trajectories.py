@@ -17,8 +17,11 @@ from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper, Range1d
 from bokeh.palettes import Turbo256
 from bokeh.plotting import figure
 
-#: Positions kept per token in the trail.
-TRAIL = 24
+#: Positions kept per token in the trail ...
+TRAIL = 12
+#: ... one every this many frames (the trail spans TRAIL × TRAIL_EVERY frames; the
+#: page draws every trail point as a marker, the costliest part of this plot).
+TRAIL_EVERY = 2
 
 
 def principal_axes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +74,7 @@ class Trajectories(pn.viewable.Viewer):
         """Forget the projection and the trails (a new run)."""
         self.mean = self.axes = None
         self.buffer = None
-        self.count = 0
+        self.count = self.frames = 0
         for src in (self.trail, self.tokens, self.reference):
             src.data = {k: [] for k in src.data}
 
@@ -85,23 +88,25 @@ class Trajectories(pn.viewable.Viewer):
         if self.axes is None or self.buffer.shape[1] != X.shape[0]:
             self.mean, self.axes = principal_axes(X)
             self.buffer = np.zeros((TRAIL, X.shape[0], 2))
-            self.count = 0
+            self.count = self.frames = 0
             self.colors.high = max(X.shape[0] - 1, 1)
         xy = self.project(X)
         if not np.all(np.isfinite(xy)):
             return
         self._fit_ranges(xy, fresh=self.count == 0)
-        self.buffer[self.count % TRAIL] = xy
-        self.count += 1
-        k = min(self.count, TRAIL)
-        order = (np.arange(self.count - k, self.count)) % TRAIL  # oldest first
-        pts = self.buffer[order]  # (k, N, 2)
         n = X.shape[0]
-        alpha = np.repeat(np.linspace(0.05, 0.6, k), n)
-        self.trail.data = {
-            "x": pts[..., 0].ravel(), "y": pts[..., 1].ravel(), "alpha": alpha,
-            "token": np.tile(np.arange(n, dtype=np.int32), k),
-        }
+        if self.frames % TRAIL_EVERY == 0:  # a new trail point: the trail changes
+            self.buffer[self.count % TRAIL] = xy
+            self.count += 1
+            k = min(self.count, TRAIL)
+            order = (np.arange(self.count - k, self.count)) % TRAIL  # oldest first
+            pts = self.buffer[order]  # (k, N, 2)
+            alpha = np.repeat(np.linspace(0.05, 0.6, k), n)
+            self.trail.data = {
+                "x": pts[..., 0].ravel(), "y": pts[..., 1].ravel(), "alpha": alpha,
+                "token": np.tile(np.arange(n, dtype=np.int32), k),
+            }
+        self.frames += 1
         self.tokens.data = {"x": xy[:, 0], "y": xy[:, 1], "token": np.arange(n, dtype=np.int32)}
         if reference is not None:
             ref = self.project(reference.features)

@@ -5,11 +5,13 @@ import math
 
 import numpy as np
 import pytest
+from bokeh.events import Reset
 from dashboard_support import all_finite, play, small_dashboard, sources
 
 from app import Dashboard
 from app import presets as presets_module
 from app.controls import applies
+from app.trajectories import TRAIL_EVERY
 from dynamics import PART_I_MODELS, Settings
 
 
@@ -27,7 +29,8 @@ def test_ticks_advance_and_fill_every_plot(dash):
     assert image.shape == (6, 6)
     np.testing.assert_allclose(image.sum(axis=1), 1.0, rtol=1e-5)
     assert len(dash.trajectories.tokens.data["x"]) == 6
-    assert len(dash.trajectories.trail.data["x"]) == 6 * 11
+    # a trail point every TRAIL_EVERY frames: frames 0, 2, ..., 10 of the 11
+    assert len(dash.trajectories.trail.data["x"]) == 6 * len(range(0, 11, TRAIL_EVERY))
     assert all(all_finite(s) for s in sources(dash))
     assert "t = " in dash.status.object
 
@@ -187,6 +190,37 @@ def test_exports(dash):
     assert lines[0].startswith("t,free_energy") and len(lines) == 6
     blob = export.netcdf_bytes(dash).getvalue()
     assert blob[:3] == b"CDF"
+
+
+def test_time_axes_cover_the_visible_lines_and_respect_a_user_zoom(dash):
+    ts = dash.timeseries
+    for frames in (3, 40, 200):
+        play(dash, frames)
+        data = ts.source.data
+        for fig in (ts.fig_kl_log, ts.fig_energy, ts.fig_rate):
+            assert fig.x_range.start <= data["t"][0] and fig.x_range.end >= data["t"][-1]
+            # the time axis is not mostly empty on the left
+            assert data["t"][0] - fig.x_range.start <= 0.1 * (fig.x_range.end - fig.x_range.start)
+            for key, line in ts.lines.items():
+                if line in fig.renderers and line.visible:
+                    values = np.asarray(data[key])
+                    assert fig.y_range.start <= values.min() * (1 + 1e-9) + 1e-12, key
+                    assert fig.y_range.end >= values.max() * (1 - 1e-9) - 1e-12, key
+    # the y range moves in steps: most batches leave it as it was
+    before = (ts.fig_energy.y_range.start, ts.fig_energy.y_range.end)
+    changes = 0
+    for _ in range(20):
+        play(dash, 1)
+        now = (ts.fig_energy.y_range.start, ts.fig_energy.y_range.end)
+        changes += now != before
+        before = now
+    assert changes <= 5
+    # a zoom by the user stays until the Reset tool
+    ts.fig_rate.x_range.update(start=0.1, end=0.2)
+    play(dash, 5)
+    assert (ts.fig_rate.x_range.start, ts.fig_rate.x_range.end) == (0.1, 0.2)
+    ts.fig_rate._trigger_event(Reset(ts.fig_rate))
+    assert ts.fig_rate.x_range.end >= ts.source.data["t"][-1]
 
 
 def test_heatmap_log_ratio_symmetric_limits(dash):

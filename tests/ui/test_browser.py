@@ -30,12 +30,14 @@ IMAGE_SUM = """
   return s;
 }
 """
-#: Number of rows in the time-series buffer.
+#: Number of rows in the time-series buffer (the largest source with a "kl" column:
+#: hidden plots draw from an empty one).
 ROWS = """
 () => {
   const doc = Bokeh.documents[0];
-  const src = [...doc._all_models.values()].find(m => m.data instanceof Object && "kl" in m.data);
-  return src.data.t.length;
+  const sources = [...doc._all_models.values()].filter(
+    m => m.data instanceof Object && "kl" in m.data);
+  return Math.max(...sources.map(s => s.data.t.length));
 }
 """
 
