@@ -30,20 +30,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
+from serving import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, served
+
 ROOT = Path(os.environ.get("BENCH_ROOT", Path(__file__).resolve().parents[1]))
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-VIEWPORT = {"width": 1700, "height": 1350}
 #: Default steps per frame of the dashboard (``Dashboard.steps_per_frame``).
 STEPS_PER_FRAME = 5
 #: The two β values the slider alternates between (log10 on the slider).
@@ -129,43 +124,6 @@ async ([logBeta, timeout]) => {
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(port: int, log, app: str = "app/main.py") -> subprocess.Popen:
-    """``panel serve`` of ``app`` on ``port`` (returns once the page answers)."""
-    panel = Path(sys.executable).with_name("panel")
-    proc = subprocess.Popen(
-        [str(panel), "serve", app, "--address", "127.0.0.1", "--port", str(port),
-         "--allow-websocket-origin", f"127.0.0.1:{port}",
-         "--check-unused-sessions", "1000", "--unused-session-lifetime", "1000"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/{Path(app).stem}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                if resp.status == 200:
-                    return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_server(proc)
-                raise RuntimeError("panel serve did not start") from None
-            time.sleep(0.3)
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def simulation_fps(n_tokens: int, dim: int, steps: int = STEPS_PER_FRAME,
                    seconds: float = 2.0) -> float:
     """Frames per second of ``advance(steps)`` + ``frame()`` alone (one BLAS thread)."""
@@ -209,14 +167,11 @@ def measure(seconds: float = 10.0, n_tokens: int = 64, dim: int = 16,
     from playwright.sync_api import sync_playwright
 
     result = {"n_tokens": n_tokens, "dim": dim}
-    with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "panel.log", "w+") as srv_log:
-        port = free_port()
-        proc = start_server(port, srv_log, _app_file(max_fps, Path(tmp)))
-        server = psutil.Process(proc.pid)
-        try:
+    with tempfile.TemporaryDirectory() as tmp:
+        with served(Path(tmp) / "panel.log", _app_file(max_fps, Path(tmp)), root=ROOT) as srv:
+            server = psutil.Process(srv.proc.pid)
             result["rss_idle_mb"] = _rss_mb(server)
-            url = (f"http://127.0.0.1:{port}/{Path(_app_file(max_fps, Path(tmp))).stem}"
-                   f"?n_tokens={n_tokens}&dim={dim}")
+            url = f"{srv.url}?n_tokens={n_tokens}&dim={dim}"
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                              headless=True)
@@ -261,11 +216,7 @@ def measure(seconds: float = 10.0, n_tokens: int = 64, dim: int = 16,
                 result["page_errors"] = errors
                 page.goto("about:blank")
                 browser.close()
-        finally:
-            stop_server(proc)
-            srv_log.seek(0)
-            text = srv_log.read()
-            result["server_tracebacks"] = text.count("Traceback")
+        result["server_tracebacks"] = srv.log().count("Traceback")
     result["sim_fps"] = simulation_fps(n_tokens, dim)
     result["fps_over_sim"] = result["fps"] / result["sim_fps"]
     return result

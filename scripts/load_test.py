@@ -14,18 +14,14 @@ error lines; exits 1 if a page stopped updating or the log has a Traceback/ERROR
 from __future__ import annotations
 
 import argparse
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
+from serving import CHROMIUM, CHROMIUM_ARGS, served
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 #: Installs a counter of the attention heatmap's data-source changes in the page.
 COUNT = """
 () => {
@@ -79,12 +75,6 @@ def summary(result) -> str:
             f"{result['cpu']:.0f}% (100% = one core), RSS {result['rss'] / 1e6:.0f} MB")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=8)
@@ -92,46 +82,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/main"
     log_path = Path(tempfile.mkdtemp()) / "panel.log"
-    panel = Path(sys.executable).with_name("panel")
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(
-            [str(panel), "serve", "app/main.py", "--address", "127.0.0.1", "--port", str(port),
-             "--allow-websocket-origin", f"127.0.0.1:{port}",
-             "--allow-websocket-origin", f"localhost:{port}",
-             "--check-unused-sessions", "1000", "--unused-session-lifetime", "1000"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(url, timeout=10):
-                        break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        print(log_path.read_text())
-                        return 1
-                    time.sleep(0.3)
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(
-                    executable_path=CHROMIUM, headless=True,
-                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          "--disable-component-update", "--disable-sync", "--no-first-run"])
-                try:
-                    result = measure(browser, url, args.pages, args.seconds, server.pid)
-                finally:
-                    browser.close()
-            time.sleep(2)  # the closed pages' sessions are destroyed
-        finally:
-            server.terminate()
+    with served(log_path) as server:  # RuntimeError with the log if it does not start
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=CHROMIUM_ARGS)
             try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-    errors = [line for line in log_path.read_text().splitlines()
-              if "Traceback" in line or "ERROR" in line]
+                result = measure(browser, server.url, args.pages, args.seconds,
+                                 server.proc.pid)
+            finally:
+                browser.close()
+        time.sleep(2)  # the closed pages' sessions are destroyed
+    errors = server.errors()
     print(summary(result))
     print(f"server log: {log_path} ({len(errors)} Traceback/ERROR lines)")
     for line in errors[:20]:

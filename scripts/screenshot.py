@@ -8,30 +8,19 @@ import sys
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
+from serving import CHROMIUM, CHROMIUM_ARGS, COUNT_CHANGES, VIEWPORT
 
 ROOT = Path(__file__).resolve().parents[1]
 URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:5006/main"
 
-COUNT_JS = """
-async (ms) => {
-  const doc = Bokeh.documents[0];
-  const src = [...doc._all_models.values()].find(
-      m => m.data instanceof Object && "image" in m.data);
-  let n = 0;
-  src.properties.data.change.connect(() => { n += 1; });
-  await new Promise(r => setTimeout(r, ms));
-  return n * 1000 / ms;
-}
-"""
 
 with sync_playwright() as p:
-    browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
-    page = browser.new_page(viewport={"width": 1700, "height": 1350})
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport=VIEWPORT)
     page.goto(URL)
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.wait_for_timeout(4000)
-    print("frames/s in the page:", page.evaluate(COUNT_JS, 3000))
+    print("frames/s in the page:", page.evaluate(COUNT_CHANGES, 3000) / 3)
     print("status line:", page.get_by_text("frames/s").first.inner_text())
     page.screenshot(path=str(ROOT / "assets" / "screenshot.png"), full_page=True)
     browser.close()

@@ -8,19 +8,16 @@ checks that the page keeps updating.  No timing is ever asserted: the machine is
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
+import bench_browser as bench
 import pytest
+from serving import CHROMIUM
 
 from .conftest import record
 
 pytestmark = pytest.mark.ui
-
-CHROMIUM = "/usr/bin/chromium"
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_browser.py"
 
 
 def _in_thread(fn):
@@ -32,16 +29,8 @@ def _in_thread(fn):
     return call
 
 
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("bench_browser", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"Chromium not found at {CHROMIUM}")
 def test_browser_frame_rate(benchmark):
-    bench = _bench_module()
     if benchmark.disabled:  # smoke run (the fixture, disabled, just calls the function)
         result = benchmark.pedantic(
             _in_thread(bench.measure), kwargs={"seconds": 3.0, "n_tokens": 64, "dim": 16,

@@ -6,22 +6,14 @@ not used); every test here is marked ``ui`` and skipped when Chromium is missing
 
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
+from serving import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, served
 
-CHROMIUM = "/usr/bin/chromium"
 _CLOSED_SOCKET_RACE = re.compile(
     r"Task exception was never retrieved\nfuture: <Task finished name='[^']*' "
     r"coro=<WebSocketProtocol13\.write_message\.<locals>\.wrapper\(\).*?"
     r"tornado\.websocket\.WebSocketClosedError\n", re.DOTALL)
-ROOT = Path(__file__).resolve().parents[2]
-PANEL = Path(sys.executable).with_name("panel")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,8 +29,7 @@ def browser_type_launch_args(browser_type_launch_args):
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM,
-        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"],
+        "args": CHROMIUM_ARGS,
     }
 
 
@@ -51,53 +42,18 @@ def base_url():
 
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
-    return {**browser_context_args, "viewport": {"width": 1700, "height": 1350}}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return {**browser_context_args, "viewport": VIEWPORT}
 
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    """URL of ``panel serve app/main.py`` on a free port; its log has no Traceback."""
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("serve") / "panel.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [str(PANEL), "serve", "app/main.py", "--port", str(port), "--address", "127.0.0.1",
-             "--allow-websocket-origin", f"127.0.0.1:{port}",
-             # closed pages' sessions (and their periodic callbacks) go away quickly
-             "--check-unused-sessions", "1000", "--unused-session-lifetime", "1000"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}/main"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(url, timeout=5) as resp:
-                        if resp.status == 200:
-                            break
-                except OSError as err:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(
-                            f"panel serve did not start:\n{log_path.read_text()}") from err
-                    time.sleep(0.3)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    text = log_path.read_text()
+    """URL of ``panel serve app/main.py`` (README flags) on a free port; its log has no
+    Traceback."""
+    with served(tmp_path_factory.mktemp("serve") / "panel.log") as srv:
+        yield srv.url
     # Tornado logs a write racing a browser closing its socket (nothing the app does
     # or can catch: the write is an internal task of tornado's websocket); ignore only that.
-    text = _CLOSED_SOCKET_RACE.sub("", text)
+    text = _CLOSED_SOCKET_RACE.sub("", srv.log())
     assert "Traceback" not in text, text
 
 

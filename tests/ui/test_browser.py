@@ -3,21 +3,10 @@
 import re
 
 import pytest
+from serving import COUNT_CHANGES
 
 pytestmark = pytest.mark.ui
 
-#: Counts the changes of the attention heatmap's ColumnDataSource over ``ms``.
-COUNT_CHANGES = """
-async (ms) => {
-  const doc = Bokeh.documents[0];
-  const src = [...doc._all_models.values()].find(
-      m => m.data instanceof Object && "image" in m.data);
-  let n = 0;
-  src.properties.data.change.connect(() => { n += 1; });
-  await new Promise(r => setTimeout(r, ms));
-  return n;
-}
-"""
 #: A checksum of image number ``k`` (0: A, 1: A*, 2: log(A/A*)).
 IMAGE_SUM = """
 (k) => {

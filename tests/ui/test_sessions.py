@@ -17,39 +17,23 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gc
-import importlib.util
 import re
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
+import load_test
 import panel as pn
 import psutil
 import pytest
 from bokeh.client import pull_session
 from bokeh.events import DocumentReady
+from serving import free_port, reachable, served
 from tornado.ioloop import IOLoop
 
 from app import dashboard as dashboard_module
 
 pytestmark = pytest.mark.ui
-
-ROOT = Path(__file__).resolve().parents[2]
-PANEL = Path(sys.executable).with_name("panel")
-_spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
-load_test = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(load_test)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _wait_until(predicate, timeout, step=0.1):
     deadline = time.monotonic() + timeout
@@ -64,26 +48,18 @@ def _wait_until(predicate, timeout, step=0.1):
 @pytest.fixture(scope="module")
 def inproc():
     """URL of an in-process server of the dashboard; sessions unused for 0.5 s are destroyed."""
-    port = _free_port()
+    port = free_port()
     server = pn.serve(
         {"main": lambda: dashboard_module.Dashboard()}, port=port, address="127.0.0.1",
         websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False, start=True,
         check_unused_sessions_milliseconds=500, unused_session_lifetime_milliseconds=500)
     url = f"http://127.0.0.1:{port}/main"
     try:
-        assert _wait_until(lambda: _reachable(url), 60, 0.3), "in-process server did not start"
+        assert _wait_until(lambda: reachable(url), 60, 0.3), "in-process server did not start"
         yield url
     finally:
         server.stop()
         server.join(timeout=10)
-
-
-def _reachable(url) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def _open_session(url):
@@ -197,42 +173,17 @@ def test_a_failing_session_does_not_stop_the_others_and_resets(inproc, monkeypat
 
 # -- panel serve subprocess (README flags) -----------------------------------------
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """``panel serve`` with the README's flags: (url, port, log path, pid)."""
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("serve-sessions") / "panel.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [str(PANEL), "serve", "app/main.py", "--address", "127.0.0.1", "--port", str(port),
-             "--allow-websocket-origin", f"127.0.0.1:{port}",
-             "--allow-websocket-origin", f"localhost:{port}",
-             "--check-unused-sessions", "1000", "--unused-session-lifetime", "1000"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}/main"
-        try:
-            if not _wait_until(lambda: _reachable(url) or proc.poll() is not None, 60, 0.3) \
-                    or proc.poll() is not None:
-                raise RuntimeError(f"panel serve did not start:\n{log_path.read_text()}")
-            yield url, port, log_path, proc.pid
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def readme_server(tmp_path_factory):
+    """``panel serve app/main.py`` with the README's flags (``serving.Server``)."""
+    with served(tmp_path_factory.mktemp("serve-sessions") / "panel.log") as server:
+        yield server
 
 
-def _server_errors(log_path) -> list[str]:
-    return [line for line in log_path.read_text().splitlines()
-            if "Traceback" in line or "ERROR" in line]
-
-
-def test_foreign_origin_websocket_is_refused(served):
+def test_foreign_origin_websocket_is_refused(readme_server):
     from tornado.httpclient import HTTPClientError, HTTPRequest
     from tornado.websocket import websocket_connect
 
-    url, port, log_path, _ = served
+    url, port = readme_server.url, readme_server.port
     with urllib.request.urlopen(url, timeout=30) as resp:
         html = resp.read().decode()
     token = re.search(r'"token":\s*"([^"]+)"', html) or re.search(r"token=([\w.\-]+)", html)
@@ -259,8 +210,8 @@ def test_foreign_origin_websocket_is_refused(served):
         assert run(f"http://127.0.0.1:{port}") == 101
 
 
-def test_nasty_url_shows_a_message_and_defaults(served, page):
-    url = served[0]
+def test_nasty_url_shows_a_message_and_defaults(readme_server, page):
+    url = readme_server.url
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(url + "?n_tokens=1000000000&beta=abc&beta=2&dt=&%E2%98%83=%00&model=linear"
@@ -276,16 +227,16 @@ def test_nasty_url_shows_a_message_and_defaults(served, page):
     page.goto("about:blank")
 
 
-def test_reduced_load_and_pages_closed_mid_stream(served, browser, capsys):
+def test_reduced_load_and_pages_closed_mid_stream(readme_server, browser, capsys):
     """The load test of ``scripts/load_test.py`` reduced from 8 pages × 120 s to
     3 pages × 15 s (the test tier's time budget; the full size is run by hand),
     then every page is closed while it is still streaming: every page kept
     updating and the server log has no Traceback or ERROR.
     """
-    url, _, log_path, pid = served
-    result = load_test.measure(browser, url, pages=3, seconds=15, server_pid=pid)
+    result = load_test.measure(browser, readme_server.url, pages=3, seconds=15,
+                               server_pid=readme_server.proc.pid)
     with capsys.disabled():
         print("\n[load] " + load_test.summary(result))
     assert min(result["fps"]) > 0.5, result
     time.sleep(2)  # let the closed pages' sessions go (unused session lifetime 1 s)
-    assert _server_errors(log_path) == [], log_path.read_text()
+    assert readme_server.errors() == [], readme_server.log()

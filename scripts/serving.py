@@ -1,0 +1,114 @@
+"""Serve the dashboard and open it in Chromium: shared by the scripts and the browser tests.
+
+* :func:`served` runs ``panel serve app/main.py`` with the README's flags on a free
+  loopback port (closed pages' sessions are destroyed after a second) and returns once
+  the page answers; the server stops when the ``with`` block ends.
+* :data:`CHROMIUM`, :data:`CHROMIUM_ARGS`, :data:`VIEWPORT`: Debian's Chromium, headless
+  (Playwright's own browser download is never used).
+* :data:`COUNT_CHANGES`: page script counting the attention heatmap's data changes.
+
+The scripts import it directly (``scripts/`` is on ``sys.path`` when one runs), and
+so do the tests (``pythonpath`` in pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1700, "height": 1350}
+
+#: Counts the changes of the attention heatmap's ColumnDataSource over ``ms``.
+COUNT_CHANGES = """
+async (ms) => {
+  const doc = Bokeh.documents[0];
+  const src = [...doc._all_models.values()].find(
+      m => m.data instanceof Object && "image" in m.data);
+  let n = 0;
+  src.properties.data.change.connect(() => { n += 1; });
+  await new Promise(r => setTimeout(r, ms));
+  return n;
+}
+"""
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reachable(url: str, timeout: float = 10) -> bool:
+    """Whether ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+@dataclass
+class Server:
+    """A running ``panel serve``: page URL, port, process and log file."""
+
+    url: str
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def errors(self) -> list[str]:
+        """The log's lines with a Traceback or an ERROR."""
+        return [line for line in self.log().splitlines()
+                if "Traceback" in line or "ERROR" in line]
+
+
+@contextlib.contextmanager
+def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
+           root: Path = ROOT) -> Iterator[Server]:
+    """``panel serve app`` (a path relative to ``root``, the working directory) with the
+    README's flags on a free loopback port.
+
+    Yields once the page answers (``RuntimeError`` with the log if it does not within
+    ``timeout`` s); terminates the server on exit. The log goes to ``log_path``.
+    """
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("panel")), "serve", app,
+             "--address", "127.0.0.1", "--port", str(port),
+             "--allow-websocket-origin", f"127.0.0.1:{port}",
+             "--allow-websocket-origin", f"localhost:{port}",
+             # closed pages' sessions (and their periodic callbacks) go away quickly
+             "--check-unused-sessions", "1000", "--unused-session-lifetime", "1000"],
+            cwd=root, stdout=log, stderr=subprocess.STDOUT)
+        server = Server(f"http://127.0.0.1:{port}/{Path(app).stem}", port, proc,
+                        Path(log_path))
+        try:
+            deadline = time.monotonic() + timeout
+            while not reachable(server.url, timeout=5):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"panel serve did not start:\n{server.log()}")
+                time.sleep(0.3)
+            yield server
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
