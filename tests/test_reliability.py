@@ -126,3 +126,24 @@ def test_csv_is_byte_identical_across_runs_and_chunkings(model):
         for x, y in zip(a.diagnostics.values(), b.diagnostics.values(), strict=True)
     )
     assert np.array_equal(a.features, b.features) and np.array_equal(a.attention, b.attention)
+
+
+@pytest.mark.parametrize("model", PART_I_MODELS)
+def test_frames_handed_out_are_never_overwritten_by_later_steps(model):
+    """The steps reuse scratch arrays (and recycle the arrays of dropped states): what a
+    caller still holds, a frame or a view of it, must keep its values."""
+    sim = Simulation(Settings(model=model, n_tokens=32, dim=4, gamma=50.0))
+    sim.advance(3)
+    frame = sim.frame()
+    held = {name: getattr(frame, name) for name in ("features", "momenta", "attention",
+                                                    "softmax", "target")}
+    row = frame.attention[0]  # a view
+    copies = {name: np.array(a) for name, a in held.items()}
+    row_copy = row.copy()
+    for _ in range(20):
+        sim.advance(1)
+        sim.frame()
+    assert sim.t > frame.t
+    for name, a in held.items():
+        np.testing.assert_array_equal(a, copies[name], err_msg=name)
+    np.testing.assert_array_equal(row, row_copy)
