@@ -15,6 +15,7 @@ Each stepper declares its order in :data:`ORDER`; the tests measure it.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from scipy.linalg.blas import daxpy
@@ -96,12 +97,34 @@ class Workspace:
 
     def __init__(self):
         self._arrays = {}
+        self._pools = {}
+        self.hints = {}  # small values a function keeps from call to call
 
     def get(self, name, shape):
         a = self._arrays.get(name)
         if a is None or a.shape != shape:
             a = self._arrays[name] = np.empty(shape)
         return a
+
+    def recycled(self, name, shape):
+        """A new array for a state to own: one of the pool's earlier arrays that nothing
+        else refers to any more (no state, frame, view or caller holds it), else a
+        fresh one. Large fresh arrays cost page faults; a recycled one is
+        indistinguishable from a fresh one since no one can see its old contents.
+        """
+        pool = self._pools.setdefault(name, [])
+        for i in range(len(pool)):
+            # references: the pool's list and getrefcount's argument, nothing else
+            if pool[i].shape == shape and sys.getrefcount(pool[i]) <= 2:
+                return pool[i]
+        a = np.empty(shape)
+        if len(pool) < _POOL_SIZE:
+            pool.append(a)
+        return a
+
+
+#: Arrays per name that :meth:`Workspace.recycled` keeps (states alive at once).
+_POOL_SIZE = 4
 
 
 def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None, D0=None,
@@ -198,6 +221,136 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
             if mean_A:
                 axpy(coef[k - 1], Ak, mean)
     return Z_end, A_end, mean, D_start, D_end, mean_D
+
+
+#: Elements of one row block of :func:`relax_to_target` (a few such blocks stay in L2).
+_BLOCK_ELEMENTS = 1 << 16
+#: A row whose shifted exponentials sum below this is recomputed with its exact maximum.
+_TINY_ROW_SUM = 1e-200
+
+
+def _simpson_nodes(x, panels):
+    """Nodes ``u_k`` (``E = e^{−x}`` … 1) and weights ``coef_k`` of the time average in u."""
+    E = math.exp(-x)
+    u = np.linspace(E, 1.0, 2 * panels + 1).tolist()
+    u[-1] = 1.0
+    weights = [1.0] + [4.0 if k % 2 else 2.0 for k in range(1, 2 * panels)] + [1.0]
+    scale = phi1(x) / (6.0 * panels)  # (1 − E) / x × Δu / 3 with Δu = (1 − E)/(2n)
+    return u, [scale * w / uk for w, uk in zip(weights[1:], u[1:], strict=True)]
+
+
+def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, centre=True, work=None, out=None):
+    """:func:`relaxation_averages` towards a target ``T = βŜ`` (no lag, no mean of ``A``),
+    in one sweep over row blocks.
+
+    Every quantity of the relaxation is row-wise, so each block of rows goes through
+    all samples of the quadrature at once, while it stays in cache. The panel count
+    depends on the largest row oscillation of ``W = Z − T``, known only at the end of
+    the sweep: the sweep assumes the count of the previous call (kept in ``work``) and
+    is repeated in the rare case it was wrong, so the quadrature is exactly that of
+    :func:`relaxation_averages`.
+
+    ``T`` and ``Z`` must have row maxima at most 0 (and not far below it): every sample
+    ``u Z + (1 − u) T`` then has row maxima at most 0 and its exponentials need no
+    max-subtraction (a row whose sum underflows is recomputed with its exact maximum).
+    The rate along the path is ``(λ/β) u² Var_{A_i}(W_i)``, the variance taken as
+    ``E[W²] − E[W]²`` from unnormalised exponentials and their row sums: each row of
+    ``W`` takes both signs (0 lies between the maxima of ``Z`` and ``T``), so
+    ``|W| ≤ osc(W)`` and the rounding error stays below ``ε osc(W)²``, the order of
+    that of the centred two-pass sum.
+
+    Parameters
+    ----------
+    Z, T : ndarray, shape (N, N)
+        Logits at the start and the frozen target ``βŜ``, row maxima at most 0.
+    beta, lam, tau : float
+    A0 : ndarray, shape (N, N)
+        ``rowsoftmax(Z)``.
+    D0 : float, optional
+        The dissipation rate at the start, when known.
+    centre : bool
+        Give ``Z_end`` row maxima exactly 0 (else at most 0, and ``A_end`` is the same).
+    work : Workspace, optional
+    out : tuple of two ndarrays, optional
+        Receive ``Z_end`` and ``A_end``; new arrays otherwise.
+
+    Returns
+    -------
+    Z_end, A_end : ndarray, shape (N, N)
+    D_start, D_end, mean_D : float
+        Dissipation rate at both ends and its time average.
+    """
+    work = Workspace() if work is None else work
+    N, n = Z.shape
+    rows = max(1, min(N, _BLOCK_ELEMENTS // max(n, 1)))
+    bshape = (rows, n)
+    Wb, W2, Zm = work.get("rt.W", bshape), work.get("rt.W2", bshape), work.get("rt.Zm", bshape)
+    ones = np.ones(n)
+    osc = np.empty(N)
+    rate, x = lam / beta, lam * tau
+    Z_end, A_end = (np.empty(Z.shape), np.empty(Z.shape)) if out is None else out
+
+    def variance(Ek, w, w2, s, dst):
+        """``Var`` of ``w`` under the row weights ``Ek / s`` (``w2 = w²``)."""
+        m = np.vecdot(Ek, w)
+        m /= s
+        np.vecdot(Ek, w2, out=dst)
+        dst /= s
+        dst -= m * m
+
+    def exponentials(Zk, Ek):
+        """``exp(Zk)`` (rows at most 0) into ``Ek`` and its row sums; exact max if tiny."""
+        np.exp(Zk, out=Ek)
+        s = Ek @ ones  # row sums (a BLAS gemv, faster than a reduction)
+        if s.min() < _TINY_ROW_SUM:
+            bad = s < _TINY_ROW_SUM
+            Zb = Zk[bad]
+            Zb -= Zb.max(axis=1, keepdims=True)
+            Ek[bad] = np.exp(Zb)  # a row constant of Zk changes no attention
+            s = Ek @ ones
+        return s
+
+    def sweep(u):
+        """Every sample at the nodes ``u`` (the last, u = 1, from ``A0``), block by block."""
+        var = np.empty((len(u), N))  # Var_{A(u_k)}(W) per row
+        for r0 in range(0, N, rows):
+            r1 = min(N, r0 + rows)
+            k_rows = r1 - r0
+            Zb = Z[r0:r1]
+            w = np.subtract(Zb, T[r0:r1], out=Wb[:k_rows])
+            np.subtract(w.max(axis=1), w.min(axis=1), out=osc[r0:r1])
+            w2 = np.multiply(w, w, out=W2[:k_rows])
+            for k in range(len(u) - 1):
+                Zk, Ek = (Z_end[r0:r1], A_end[r0:r1]) if k == 0 else (Zm[:k_rows],) * 2
+                np.multiply(w, u[k] - 1.0, out=Zk)  # Z − (1 − u) W
+                Zk += Zb
+                s = exponentials(Zk, Ek)
+                variance(Ek, w, w2, s, var[k, r0:r1])
+                if k == 0:
+                    np.divide(1.0, s, out=s)
+                    Ek *= s[:, None]
+                    if centre:
+                        centre_rows(Zk, out=Zk)
+            if D0 is None:
+                variance(A0[r0:r1], w, w2, 1.0, var[-1, r0:r1])
+        return var
+
+    hints = work.hints
+    panels = hints.get("rt.panels", 1)
+    while True:
+        u, coef = _simpson_nodes(x, panels)
+        var = sweep(u)
+        spread = (1.0 - u[0]) * float(osc.max())
+        needed = int(min(32, max(1, math.ceil(spread / 1.5))))
+        if needed == panels:
+            break
+        panels = hints["rt.panels"] = needed
+    D_end = rate * u[0] * u[0] * float(var[0].sum())
+    D_start = rate * float(var[-1].sum()) if D0 is None else D0
+    mean_D = D_end + coef[-1] * (D_start - D_end)
+    for k in range(1, len(u) - 1):
+        mean_D += coef[k - 1] * (rate * u[k] * u[k] * float(var[k].sum()) - D_end)
+    return Z_end, A_end, D_start, D_end, mean_D
 
 
 def relax(Z, S_hat, beta, lam, h, A0=None, *, D0=None, work=None, out=None):

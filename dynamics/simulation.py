@@ -35,6 +35,7 @@ from .integrators import (
     centre_rows,
     exp_trapezoid,
     logit_step,
+    relax_to_target,
     relaxation_averages,
 )
 from .models import (
@@ -80,7 +81,9 @@ class State:
     P: np.ndarray  # (N, d) momenta (zeros for first-order models)
     Z: np.ndarray  # (N, N) attention logits, row maximum 0
     A: np.ndarray  # (N, N) rowsoftmax(Z)
-    S: np.ndarray  # (N, N) scores at X
+    #: (N, N) scores at X; None until asked for when the step does not need them
+    #: (cotangent lift): read them with ``Simulation._scores``.
+    S: np.ndarray | None
     S_dot: np.ndarray  # (N, N) dS/dt (attention and canonical models), else zeros
     B: np.ndarray  # (N,) tracking bound of §4
     dissipated: float = 0.0
@@ -371,9 +374,12 @@ class Simulation:
 
     # cotangent lift ---------------------------------------------------------
     def _lift_target(self, X, P):
-        """``βŜ = β (X M − P W_V) Xᵀ`` of the cotangent lift (§7c), one product."""
+        """``βŜ = β (X M − P W_V) Xᵀ`` of the cotangent lift (§7c), one product, with row
+        maxima 0."""
         prob = self.prob
-        return (prob.beta * (X @ prob.M - P @ prob.W_V)) @ X.T
+        T = np.matmul(prob.beta * (X @ prob.M - P @ prob.W_V), X.T,
+                      out=self._work.recycled("lift.T", (X.shape[0],) * 2))
+        return centre_rows(T, out=T)
 
     def _lift_rhs(self, X, P, A):
         """``(Ẋ, Ṗ) = (A X W_Vᵀ, A X Mᵀ + Aᵀ (X M − P W_V) − kX)`` with ``A`` frozen."""
@@ -387,30 +393,35 @@ class Simulation:
         return Y[:, :d], P_dot
 
     def _step_cotangent_lift(self, st: State, h: float) -> State:
-        """``R(h/2) ∘ Heun(h) ∘ R(h/2)``: relaxations with the effective scores frozen."""
+        """``R(h/2) ∘ Heun(h) ∘ R(h/2)``: relaxations with the effective scores frozen.
+
+        The targets ``βŜ`` are kept with row maxima 0 (row constants change no
+        attention), as :func:`relax_to_target` needs; the end one is reused by the
+        next step's first relaxation.
+        """
         prob, work = self.prob, self._work
         beta, lam, shape = prob.beta, prob.relaxation_rate, st.Z.shape
         cache = st.cache or {}
         target0 = cache.get("target")
         if target0 is None:
             target0 = self._lift_target(st.X, st.P)
-        W = np.subtract(st.Z, target0, out=work.get("lift.W", shape))
-        Zh, Ah, _, _, _, mean_d1 = relaxation_averages(
-            st.Z, None, beta, lam, h / 2, st.A, W0=W, D0=cache.get("D"), mean_A=False,
-            work=work, out=(work.get("lift.Zh", shape), work.get("lift.Ah", shape)))
+        Zh, Ah, _, _, mean_d1 = relax_to_target(
+            st.Z, target0, beta, lam, h / 2, st.A, D0=cache.get("D"), centre=False, work=work,
+            out=(work.get("lift.Zh", shape), work.get("lift.Ah", shape)))
         # Heun's method for (X, P) with A frozen
         X0, P0 = st.X, st.P
         kx1, kp1 = self._lift_rhs(X0, P0, Ah)
         kx2, kp2 = self._lift_rhs(X0 + h * kx1, P0 + h * kp1, Ah)
-        X1 = X0 + (0.5 * h) * (kx1 + kx2)
-        P1 = P0 + (0.5 * h) * (kp1 + kp2)
+        kx1 += kx2
+        kp1 += kp2
+        X1 = X0 + (0.5 * h) * kx1
+        P1 = P0 + (0.5 * h) * kp1
         target1 = self._lift_target(X1, P1)
-        W = np.subtract(Zh, target1, out=W)
-        Z1, A1, _, _, D1, mean_d2 = relaxation_averages(
-            Zh, None, beta, lam, h / 2, Ah, W0=W, mean_A=False, work=work,
-            out=(np.empty(shape), np.empty(shape)))
-        S1 = en.scores(X1, prob.M)
-        return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=st.S_dot, B=st.B,
+        Z1, A1, _, D1, mean_d2 = relax_to_target(
+            Zh, target1, beta, lam, h / 2, Ah, work=work,
+            out=(work.recycled("lift.Z", shape), work.recycled("lift.A", shape)))
+        # the scheme never needs S(X₁): computed when asked for (_scores)
+        return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=None, S_dot=st.S_dot, B=st.B,
                      dissipated=st.dissipated + 0.5 * h * (mean_d1 + mean_d2), work=st.work,
                      cache={"target": target1, "D": D1})
 
@@ -608,10 +619,17 @@ class Simulation:
         return replace(st, t=st.t + h, X=X1, Z=Z1, A=A1, S=S1, cache={"velocity": v1})
 
     # -- diagnostics --------------------------------------------------------
-    def _effective_scores(self, st: State):
-        if self.model in ("canonical", "value_matching", "cotangent_lift"):
-            return effective_scores(self.model, self.prob, st.X, st.P, st.A, st.S)
+    def _scores(self, st: State) -> np.ndarray:
+        """``S(X)`` of a state, computed on first use when the step left it out."""
+        if st.S is None:  # a pure function of X: filling it in changes no value
+            object.__setattr__(st, "S", en.scores(st.X, self.prob.M))
         return st.S
+
+    def _effective_scores(self, st: State):
+        S = self._scores(st)
+        if self.model in ("canonical", "value_matching", "cotangent_lift"):
+            return effective_scores(self.model, self.prob, st.X, st.P, st.A, S)
+        return S
 
     def _energy(self, st: State, log_a=None) -> float:
         """``E = F`` on prescribed paths, ``H`` for the Hamiltonian models (§9)."""
@@ -620,7 +638,7 @@ class Simulation:
             return en.free_energy(st.A, st.S, self.prob.beta, log_a)
         if self.model == "transformer":
             return en.potential(st.S, self.prob.beta)
-        return hamiltonian(self.model, self.prob, st.X, st.P, st.A, log_a, st.S)
+        return hamiltonian(self.model, self.prob, st.X, st.P, st.A, log_a, self._scores(st))
 
     def _residual(self, st: State, energy=None) -> float:
         energy = self._energy(st) if energy is None else energy
@@ -629,8 +647,9 @@ class Simulation:
     def _frame(self) -> Frame:
         st, prob, model = self.state, self.prob, self.model
         beta = prob.beta
+        S = self._scores(st)
         log_a = en.log_rowsoftmax(st.Z)
-        lse_star = en.row_logsumexp(beta * st.S)
+        lse_star = en.row_logsumexp(beta * S)
         log_star = beta * st.S - lse_star
         S_hat = self._effective_scores(st)
         log_target = log_star if S_hat is st.S else en.log_rowsoftmax(beta * S_hat)

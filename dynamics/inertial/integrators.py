@@ -24,8 +24,16 @@ def rk4_step(fun: Callable[[float, np.ndarray], np.ndarray], t: float,
     -------
     ndarray, same shape as ``y``
     """
-    k1 = fun(t, y)
-    k2 = fun(t + 0.5 * h, y + 0.5 * h * k1)
-    k3 = fun(t + 0.5 * h, y + 0.5 * h * k2)
-    k4 = fun(t + h, y + h * k3)
-    return y + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+    k = fun(t, y)
+    y_new = y + (h / 6.0) * k  # the stages are added up as they come
+    stage = y + (0.5 * h) * k
+    k = fun(t + 0.5 * h, stage)
+    y_new += (h / 3.0) * k
+    np.multiply(k, 0.5 * h, out=stage)
+    stage += y
+    k = fun(t + 0.5 * h, stage)
+    y_new += (h / 3.0) * k
+    np.multiply(k, h, out=stage)
+    stage += y
+    y_new += (h / 6.0) * fun(t + h, stage)
+    return y_new

@@ -67,9 +67,55 @@ def _exp(x: float) -> float:
     return float(np.exp(x)) if x < 709.0 else np.inf
 
 
-def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """First-order softmax flow ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d)."""
-    return softmax_kernel(X, A) @ (X @ V)
+#: Largest gap between the bound ``b_i`` of :func:`softmax_velocity` and the known
+#: score ``s_ii``; beyond it the exact row maxima are taken.
+_BOUND_GAP = 50.0
+
+
+def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
+                     work: dict | None = None, *, spd: bool = False) -> np.ndarray:
+    """First-order softmax flow ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d).
+
+    Two products and one exponential over the N×N weights: the shifted scores
+    ``s_ij − b_i = [x_iᵀA, −b_i]·[x_j, 1]`` come out of one product, and
+    ``[Σ_j e_ij V x_j, Σ_j e_ij]`` (numerators and row sums) out of the other. When
+    ``A`` is known to be symmetric positive definite (``spd=True``, as the engine's
+    kernels are), ``b_i = √(a_i) max_j √(a_j)`` with
+    ``a_i = x_iᵀ A x_i`` bounds the row (Cauchy–Schwarz), so nothing overflows, and
+    the row holds ``s_ii = a_i ≥ b_i − gap``, so nothing important underflows while
+    the gap is small; otherwise (or for another ``A``) the exact row maxima are used.
+    ``work`` (a dict) keeps the N×N buffer between calls.
+    """
+    n, d = X.shape
+    XA = X @ A
+    L = np.empty((n, d + 1))
+    L[:, :d] = XA
+    R = np.empty((n, d + 1))
+    R[:, :d] = X
+    R[:, d] = 1.0
+    exact = True
+    if spd:
+        root = np.sqrt(np.maximum(np.vecdot(XA, X), 0.0))
+        a = root * root
+        b = root * root.max()
+        if float((b - a).max()) <= _BOUND_GAP:
+            L[:, d] = -b
+            exact = False
+    if exact:
+        L[:, d] = 0.0
+    E = None if work is None else work.get("softmax.E")
+    if E is None or E.shape != (n, n):
+        E = np.empty((n, n))
+        if work is not None:
+            work["softmax.E"] = E
+    np.matmul(L, R.T, out=E)
+    if exact:
+        E -= E.max(axis=1, keepdims=True)
+    with np.errstate(under="ignore"):
+        np.exp(E, out=E)
+    R[:, :d] = X @ V
+    out = E @ R
+    return out[:, :d] / out[:, d:]
 
 
 def inertial_velocity(X: np.ndarray, Y: np.ndarray, A: np.ndarray,

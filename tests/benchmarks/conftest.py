@@ -79,6 +79,8 @@ def matmul_floor(N: int, d: int, seed: int = 0) -> Callable[[], object]:
 #: ``"apply"`` is ``A·(N×w)``, ``"apply_t"`` is ``Aᵀ·(N×w)``. A product of width 2d
 #: costs about two of width d. Every product is one the scheme needs (none can be
 #: dropped without changing the scheme); see tests/benchmarks/README.md for why.
+#: The linear Part II models have no N×N product at all: their floors are their
+#: N×d×d products, ``"gram"`` ``(N×w)ᵀ·(N×d)`` and ``"mix"`` ``(N×w)·(w×d)``.
 MODEL_FLOORS: dict[str | None, tuple[tuple[str, int], ...]] = {
     # generic: score (X M) Xᵀ, force A (X Mᵀ) + Aᵀ (X M)
     None: (("score", 1), ("apply", 1), ("apply_t", 1)),
@@ -98,6 +100,17 @@ MODEL_FLOORS: dict[str | None, tuple[tuple[str, int], ...]] = {
     "reduced": (("score", 1), ("apply", 1), ("apply_t", 1)),
     # Heun: predictor stage S(X̃), A*(X̃)X̃W_Vᵀ; end S(X₁), A*(X₁)X₁W_Vᵀ (cached)
     "transformer": (("score", 1), ("apply", 1), ("score", 1), ("apply", 1)),
+    # Part II, classical RK4 (four stages). Each stage: the scores x_iᵀ A x_j (their
+    # row shift rides along as one more column) and the weights applied to [X V | 1].
+    "softmax_first_order": (("score", 1), ("apply", 1)) * 4,
+    # the same field v(X) at each stage (ẋ = y needs no product)
+    "softmax_momentum": (("score", 1), ("apply", 1)) * 4,
+    # each stage XᵀX (second moment) and X (A S V); the stop test's λ_max(S) at the end
+    "linear": (("gram", 1), ("mix", 1)) * 4 + (("gram", 1),),
+    # each stage G = XᵀY, X (A G), Y (GᵀA) and X V; at the end the stop tests' XᵀX
+    # (λ_max) and the energy check's XᵀY and X V
+    "linear_accelerated": (("gram", 1), ("mix", 1), ("mix", 1), ("mix", 1)) * 4
+    + (("gram", 1), ("gram", 1), ("mix", 1)),
 }
 
 
@@ -115,17 +128,27 @@ def model_floor(model: str | None, N: int, d: int, seed: int = 0) -> Callable[[]
     calls = []
     for kind, width in MODEL_FLOORS[model]:
         L, R = np.ascontiguousarray(X[:, :width * d]), np.ascontiguousarray(X[:, -width * d:])
+        if kind == "gram":
+            R = np.ascontiguousarray(X[:, -d:])
+        elif kind == "mix":
+            R = rng.standard_normal((width * d, d))
         calls.append((kind, L, R))
 
     def floor():
-        out = []
+        # each result is dropped before the next product, as a step's temporaries are
+        # (N×N results kept alive together would time fresh pages, not products)
+        out = None
         for kind, L, R in calls:
             if kind == "score":
-                out.append(L @ R.T)
+                out = L @ R.T
             elif kind == "apply":
-                out.append(A @ L)
+                out = A @ L
+            elif kind == "apply_t":
+                out = A.T @ L
+            elif kind == "gram":
+                out = L.T @ R
             else:
-                out.append(A.T @ L)
+                out = L @ R
         return out
 
     return floor
