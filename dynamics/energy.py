@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# The ufunc reductions themselves: the ndarray methods add a Python wrapper (same values).
+_max_reduce, _min_reduce, _sum_reduce = np.maximum.reduce, np.minimum.reduce, np.add.reduce
+
 
 def scores(X, M):
     """Query-key scores ``S = X M Xᵀ`` (MODEL.md §1).
@@ -47,9 +50,9 @@ def rowsoftmax(Z, centred=False, out=None):
     if centred:
         E = np.exp(Z, out=out)
     else:
-        E = np.subtract(Z, Z.max(axis=1, keepdims=True), out=out)
+        E = np.subtract(Z, _max_reduce(Z, 1, keepdims=True), out=out)
         np.exp(E, out=E)
-    E /= E.sum(axis=1, keepdims=True)
+    E /= _sum_reduce(E, 1, keepdims=True)
     return E
 
 
@@ -61,7 +64,7 @@ def softmax_attention(S, beta):
 def entropy_rows(A, log_a=None):
     """Row entropies ``−Σ_j A_ij log A_ij``, shape (N,)."""
     log_a = np.log(A) if log_a is None else log_a
-    return -np.sum(A * log_a, axis=1)
+    return -_sum_reduce(A * log_a, 1)
 
 
 def free_energy(A, S, beta, log_a=None):
@@ -77,12 +80,12 @@ def free_energy(A, S, beta, log_a=None):
     log_a : ndarray, shape (N, N), optional
         ``log A`` (pass it when known from logits).
     """
-    return float(-np.sum(A * S) - np.sum(entropy_rows(A, log_a)) / beta)
+    return float(-_sum_reduce(A * S, None) - _sum_reduce(entropy_rows(A, log_a), None) / beta)
 
 
 def potential(S, beta):
     """Log-sum-exp potential ``Φ = −(1/β) Σ_i logsumexp_j(βS_ij)`` = min of F (§1)."""
-    return float(-np.sum(row_logsumexp(beta * S)) / beta)
+    return float(-_sum_reduce(row_logsumexp(beta * S), None) / beta)
 
 
 def kl_rows(log_p, log_q, P=None):
@@ -101,7 +104,7 @@ def marginal_costs(log_a, S, beta):
 
 def row_centred(C, A):
     """``C_ij − C̄_i`` with ``C̄_i = Σ_k A_ik C_ik``."""
-    return C - np.sum(A * C, axis=1, keepdims=True)
+    return C - _sum_reduce(A * C, 1, keepdims=True)
 
 
 def fisher_rao_velocity(A, C, gamma):
@@ -111,7 +114,7 @@ def fisher_rao_velocity(A, C, gamma):
 
 def dissipation_rate(A, C, gamma):
     """``D = γ Σ_i Σ_j A_ij (C_ij − C̄_i)² ≥ 0`` (§2)."""
-    return float(gamma * np.sum(A * row_centred(C, A) ** 2))
+    return float(gamma * _sum_reduce(A * row_centred(C, A) ** 2, None))
 
 
 def row_variance(A, W, work=None):
@@ -127,4 +130,4 @@ def row_variance(A, W, work=None):
 
 def oscillation(V):
     """Row oscillation ``osc(v) = max_j v_j − min_j v_j``, shape (N, N) → (N,)."""
-    return V.max(axis=1) - V.min(axis=1)
+    return _max_reduce(V, 1) - _min_reduce(V, 1)

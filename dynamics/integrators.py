@@ -40,17 +40,22 @@ def centre_rows(Z, out=None):
 
     ``out`` (may be ``Z`` itself) receives the result; a new array otherwise.
     """
-    return np.subtract(Z, Z.max(axis=1, keepdims=True), out=out)
+    return np.subtract(Z, _max_reduce(Z, 1, keepdims=True), out=out)
+
+
+_max_reduce = np.maximum.reduce  # Z.max without the method's Python wrapper
 
 
 def axpy(a, x, y):
     """``y += a x`` in place, in one pass over memory (BLAS axpy on the flat arrays)."""
     if a == 0.0:
         return y
-    if (y.size >= _AXPY_MIN_SIZE and x.dtype == y.dtype == np.float64
-            and x.flags.c_contiguous and y.flags.c_contiguous and x.shape == y.shape):
+    if y.size < _AXPY_MIN_SIZE:  # small arrays: two NumPy passes cost less than BLAS
+        y += a * x
+    elif (x.dtype == y.dtype == np.float64 and x.flags.c_contiguous
+          and y.flags.c_contiguous and x.shape == y.shape):
         daxpy(x.reshape(-1), y.reshape(-1), a=a)
-    else:  # small arrays: two NumPy passes cost less than the BLAS call
+    else:
         y += a * x
     return y
 
@@ -59,7 +64,14 @@ def axpy(a, x, y):
 _AXPY_MIN_SIZE = 4096
 
 
-def logit_step(Z, S0, S1, beta, lam, h, out=None):
+def logit_coefficients(beta, lam, h):
+    """``(E, c₀, b)`` of :func:`logit_step`: ``Z₁ = E Z₀ + c₀ S₀ + b S₁`` before centring."""
+    x = lam * h
+    b = beta * psi(x)
+    return math.exp(-x), beta * x * phi1(x) - b, b  # c₀ = β(1 − E) − βψ
+
+
+def logit_step(Z, S0, S1, beta, lam, h, out=None, coef=None):
     """Exact logit step of §3 over ``[t, t+h]`` with scores ``S0 → S1`` linear in time.
 
     ``Z₁ = E Z₀ + β(1 − E) S₀ + β ψ(λh) (S₁ − S₀)``, ``E = e^{−λh}``.
@@ -74,18 +86,26 @@ def logit_step(Z, S0, S1, beta, lam, h, out=None):
         β, λ = γ/β and the step.
     out : ndarray, shape (N, N), optional
         Receives ``Z₁`` (must not be ``S0`` or ``S1``); a new array otherwise.
+    coef : tuple, optional
+        ``logit_coefficients(beta, lam, h)`` when known (a caller stepping with a fixed h).
     """
-    x = lam * h
-    E = math.exp(-x)
-    b = beta * psi(x)
-    c0 = beta * x * phi1(x) - b  # β(1 − E) − βψ
+    E, c0, b = logit_coefficients(beta, lam, h) if coef is None else coef
     Z1 = np.multiply(Z, E, out=out)
-    if S1 is S0:
-        axpy(c0 + b, S0, Z1)
+    if Z1.size >= _AXPY_MIN_SIZE:
+        if S1 is S0:
+            axpy(c0 + b, S0, Z1)
+        else:
+            axpy(c0, S0, Z1)
+            axpy(b, S1, Z1)
+    elif S1 is S0:  # small: axpy's own arithmetic, without its calls
+        if c0 + b != 0.0:
+            Z1 += (c0 + b) * S0
     else:
-        axpy(c0, S0, Z1)
-        axpy(b, S1, Z1)
-    return centre_rows(Z1, out=Z1)
+        if c0 != 0.0:
+            Z1 += c0 * S0
+        if b != 0.0:
+            Z1 += b * S1
+    return np.subtract(Z1, _max_reduce(Z1, 1, keepdims=True), out=Z1)  # centre_rows
 
 
 class Workspace:

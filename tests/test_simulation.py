@@ -323,3 +323,74 @@ def test_bad_initial_state_is_refused_clearly(kw, words):
         Simulation(Settings(model="canonical", **SMALL), **kw)
     for word in words:
         assert word in str(info.value), (word, str(info.value))
+
+
+# -- pending bound: the canonical fast path is the scheme's one code path ------------
+# ``Simulation`` leaves dS/dt and the bound B of the canonical steps pending and fills
+# them in for a batch of steps at once (``_resolve_bound``); these checks pin that to
+# the step-by-step update, for every chunking and on overflow.
+
+
+def _pending(settings: Settings, n: int):
+    """A simulation whose state has ``n`` steps pending (stepped without ``advance``)."""
+    sim = Simulation(settings)
+    sim.advance(0)  # sets the step size and the norm limit
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        for _ in range(n):
+            sim._advance_one()
+    return sim
+
+
+_REGIMES = {"stiff": {"gamma": 1000.0, "beta": 1.0}, "non-stiff": {"gamma": 1.0, "beta": 1.0}}
+
+
+def _canonical(regime: str) -> Settings:
+    return Settings(model="canonical", n_tokens=8, dim=4, **_REGIMES[regime])
+
+
+@pytest.mark.parametrize("regime", list(_REGIMES))
+@pytest.mark.parametrize("mass", [1.0, 1.5])
+def test_pending_bound_matches_step_by_step(regime, mass):
+    settings = _canonical(regime).copy(dt=0.02, mass=mass, init_momentum="random")
+    batched, stepwise = _pending(settings, 9), _pending(settings, 9)
+    c, base, states, XMs, k = stepwise.state.cache["pending"]
+    osc0 = (base.cache or {}).get("osc_S_dot")
+    osc0 = np.max(base.S_dot, axis=1) - np.min(base.S_dot, axis=1) if osc0 is None else osc0
+    stepwise._resolve_stepwise(c, base, osc0, states[:k], XMs[:k])
+    batched._resolve_bound()
+    for name in ("X", "P", "Z", "A", "S_dot", "B"):
+        np.testing.assert_array_equal(getattr(batched.state, name), getattr(stepwise.state, name))
+    np.testing.assert_array_equal(batched.state.cache["osc_S_dot"],
+                                  stepwise.state.cache["osc_S_dot"])
+    assert "pending" not in batched.state.cache and "XM" not in batched.state.cache
+    # any chunking of advance gives the same state, bit for bit
+    one, many = Simulation(settings), Simulation(settings)
+    one.advance(150)
+    for n in (1, 2, 63, 64, 20):
+        many.advance(n)
+    for name in ("X", "P", "Z", "A", "S", "S_dot", "B"):
+        np.testing.assert_array_equal(getattr(one.state, name), getattr(many.state, name))
+    assert one.state.dissipated == many.state.dissipated
+
+
+def test_pending_overflow_diverges_at_the_step():
+    settings = _canonical("stiff").copy(dt=0.02)
+    sim = _pending(settings, 6)
+    c, base, states, XMs, k = sim.state.cache["pending"]
+    object.__setattr__(states[3], "P", np.full_like(states[3].P, 1e200))
+    XMs[3][:] = 1e200  # X M Pᵀ overflows in dS/dt
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # as in advance
+        sim._resolve_bound()
+    assert sim.status == "diverged"
+    assert sim.state is states[2] and sim.diverged_at == states[3].t
+    assert sim.state.B is not None and sim.state.S_dot is not None
+
+
+def test_fast_state_constructor_sets_every_field():
+    from dataclasses import fields
+
+    from dynamics.simulation import State, _new_state
+
+    values = {f.name: object() for f in fields(State)}
+    fast, slow = _new_state(**values), State(**values)
+    assert vars(fast) == vars(slow)

@@ -158,3 +158,4 @@ def test_simulate_vs_solve_ivp(benchmark, regime):
         benchmark.extra_info[f"speedup_vs_{name}"] = speedup
         benchmark.extra_info[f"config_{name}"] = row["config"]
         benchmark.extra_info[f"error_{name}"] = row["error"]
+
