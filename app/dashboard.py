@@ -9,6 +9,8 @@ the Bokeh ``ColumnDataSource``s of the panels under one document hold.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import gc
 import json
 import math
 import time
@@ -113,6 +115,40 @@ def _average(old: float, new: float) -> float:
     """Exponential moving average (the first value is taken as is)."""
     return 0.9 * old + 0.1 * new if old else new
 
+
+
+#: Seconds after a session ends before its memory is handed back to the OS (by then
+#: Bokeh has dropped the session's document; several sessions ending together share one).
+MEMORY_RETURN_DELAY = 2.0
+_memory_return_pending = False
+
+
+def _schedule_memory_return() -> None:
+    """Collect the closed sessions' objects and give freed heap back to the OS, soon.
+
+    A dashboard holds reference cycles (param watchers, Bokeh models), freed only by the
+    cyclic collector; and glibc keeps freed heap unless trimmed. Without both, a server
+    that served many sessions holds the memory of its busiest moment.
+    """
+    global _memory_return_pending
+    if _memory_return_pending:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    _memory_return_pending = True
+    loop.call_later(MEMORY_RETURN_DELAY, _return_memory)
+
+
+def _return_memory() -> None:
+    global _memory_return_pending
+    _memory_return_pending = False
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 class Dashboard(pn.viewable.Viewer):
     """Live dashboard of nonequilibrium attention (MODEL.md Part I)."""
@@ -516,6 +552,7 @@ class Dashboard(pn.viewable.Viewer):
         self._release_links()
         self.reference = None
         self.history.clear()
+        _schedule_memory_return()
 
     def _release_links(self):
         """Drop this session's widgets from Panel's class-level registry of JS callbacks.

@@ -2,12 +2,10 @@
 
 Two kinds of server:
 
-* an in-process server (``pn.serve(..., threaded=True)``) so that a test can read
-  the registry of running periodic callbacks (``app.dashboard.live_callbacks``),
-  reach one session's simulation (fault injection by monkeypatching) and measure
-  the process's RSS; its sessions are opened by ``bokeh.client.pull_session``
-  clients which then send the ``document_ready`` event a browser sends, so that the
-  dashboard's ``onload`` starts its periodic callback as for a real page;
+* an in-process server (``session_probe.py``) so that a test can read the registry
+  of running periodic callbacks (``app.dashboard.live_callbacks``) and reach one
+  session's simulation (fault injection by monkeypatching); the lifecycle test runs
+  the probe as a script, a fresh server process whose RSS it measures;
 * ``panel serve app/main.py`` with the README's flags, as a subprocess whose log is
   grepped for tracebacks and errors, driven by headless Chromium.
 """
@@ -15,144 +13,75 @@ Two kinds of server:
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
+import json
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import load_test
-import panel as pn
-import psutil
 import pytest
-from bokeh.client import pull_session
-from bokeh.events import DocumentReady
-from serving import free_port, reachable, served
-from tornado.ioloop import IOLoop
+from serving import served
+from session_probe import close_sessions, open_session, serve_in_process, wait_until
 
 from app import dashboard as dashboard_module
 
 pytestmark = pytest.mark.ui
 
-def _wait_until(predicate, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = Path(__file__).with_name("session_probe.py")
 
 
 # -- in-process server ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def inproc():
-    """URL of an in-process server of the dashboard; sessions unused for 0.5 s are destroyed."""
-    port = free_port()
-    server = pn.serve(
-        {"main": lambda: dashboard_module.Dashboard()}, port=port, address="127.0.0.1",
-        websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False, start=True,
-        check_unused_sessions_milliseconds=500, unused_session_lifetime_milliseconds=500)
-    url = f"http://127.0.0.1:{port}/main"
-    try:
-        assert _wait_until(lambda: reachable(url), 60, 0.3), "in-process server did not start"
+    """URL of an in-process server of the dashboard (``session_probe.serve_in_process``)."""
+    with serve_in_process() as url:
         yield url
-    finally:
-        server.stop()
-        server.join(timeout=10)
 
 
-def _open_session(url):
-    """A server session whose page reported ``document_ready`` (as a browser does).
+def test_sessions_start_and_stop_their_callbacks_and_memory_is_flat(capsys):
+    """50 sessions opened and closed, three at a time (each starts its callback), on a
+    server in a fresh process (``session_probe.py``: the memory is a server's, not that
+    of a test process that ran the suite first).
 
-    The client runs on an event loop of its own, closed with it by :func:`_close_sessions`
-    (a client closed alone keeps its loop's selector and sockets: memory of the
-    test process, not of the server it measures).
+    Afterwards no periodic callback runs and no dashboard of a closed session is left
+    in memory, and the RSS is within 10 % of the level after the first 5 sessions.
     """
-    client = pull_session(url=url, io_loop=IOLoop())
-    client.document.callbacks.send_event(DocumentReady())
-    client.request_server_info()  # runs the client's loop: the event is sent first
-    return client
-
-
-def _close_sessions(*clients) -> None:
-    """Close ``clients``, then the event loops they ran on."""
-    loops = [client._connection.io_loop for client in clients]
-    for client in clients:
-        client.close()
-    for loop in loops:
-        loop.close(all_fds=True)
-
-
-def _alive_dashboards() -> int:
-    gc.collect()
-    return sum(isinstance(o, dashboard_module.Dashboard) for o in gc.get_objects())
-
-
-def _rss() -> int:
-    """RSS after a collection, with freed heap given back to the OS (glibc malloc_trim),
-    so that the figure is what is still held rather than allocator slack."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-    return psutil.Process().memory_info().rss
-
-
-def test_sessions_start_and_stop_their_callbacks_and_memory_is_flat(inproc, capsys):
-    """50 sessions opened and closed one after the other (each starts its callback).
-
-    Afterwards no periodic callback runs and no dashboard of a closed session is
-    left in memory, and the RSS is within 10 % of the level after the first 5
-    sessions (as the issue asks; measured: +7 %, 153 → 164 MB, all of it within the
-    next 15 sessions, then flat).
-    """
-    assert dashboard_module.live_callbacks() == 0
-    alive_before = _alive_dashboards()
-
-    def one_session(i):
-        client = _open_session(inproc)
-        started = _wait_until(lambda: dashboard_module.live_callbacks() >= 1, 20)
-        _close_sessions(client)
-        return started
-
-    rss = {}
-    started = time.monotonic()
-    with ThreadPoolExecutor(3) as pool:  # three clients at a time: the test stays short
-        assert all(pool.map(one_session, range(5)))
-        assert _wait_until(lambda: dashboard_module.live_callbacks() == 0, 20)
-        rss[5] = _rss()
-        assert all(pool.map(one_session, range(45)))
-    assert _wait_until(lambda: dashboard_module.live_callbacks() == 0, 30)
-    rss[50] = _rss()
-    elapsed = time.monotonic() - started
+    done = subprocess.run([sys.executable, str(PROBE)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=400)
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout.strip().splitlines()[-1])
     with capsys.disabled():
-        print(f"\n[sessions] 50 sessions in {elapsed:.0f} s; RSS after 5: "
-              f"{rss[5] / 1e6:.0f} MB, after 50: {rss[50] / 1e6:.0f} MB; live callbacks: "
-              f"{dashboard_module.live_callbacks()}")
-    assert dashboard_module.live_callbacks() == 0
-    assert _alive_dashboards() <= alive_before
-    assert rss[50] <= 1.10 * rss[5]
+        print(f"\n[sessions] 50 sessions in {r['seconds']:.0f} s; RSS after 5: "
+              f"{r['rss_first'] / 1e6:.0f} MB, after 50: {r['rss_all'] / 1e6:.0f} MB; "
+              f"live callbacks: {r['callbacks_after']}")
+    assert r["callbacks_before"] == 0 and r["all_started"]
+    assert r["callbacks_after"] == 0
+    assert r["dashboards_left"] <= 0
+    assert r["rss_all"] <= 1.10 * r["rss_first"]
 
 
 def test_a_failing_session_does_not_stop_the_others_and_resets(inproc, monkeypatch):
     # The clients run their own event loop in a worker thread (Playwright owns this one's).
     worker = ThreadPoolExecutor(1)
-    clients = [worker.submit(_open_session, inproc).result(timeout=60) for _ in range(2)]
+    clients = [worker.submit(open_session, inproc).result(timeout=60) for _ in range(2)]
     try:
-        assert _wait_until(lambda: dashboard_module.live_callbacks() == 2, 10)
+        assert wait_until(lambda: dashboard_module.live_callbacks() == 2, 10)
         bad, good = dashboard_module.running_dashboards()
 
         def boom(n=1):
             raise RuntimeError("injected fault")
 
         monkeypatch.setattr(bad.sim, "advance", boom)
-        assert _wait_until(lambda: "injected fault" in bad.status.object, 10)
+        assert wait_until(lambda: "injected fault" in bad.status.object, 10)
         assert bad.sim.status == "failed" and "injected fault" in bad.notice
         assert not bad.playing and good.notice == ""
         t = good.sim.t
-        assert _wait_until(lambda: good.sim.t > t, 10), "the other session stopped"
+        assert wait_until(lambda: good.sim.t > t, 10), "the other session stopped"
         assert good.sim.status == "running"
 
         monkeypatch.undo()
@@ -163,12 +92,12 @@ def test_a_failing_session_does_not_stop_the_others_and_resets(inproc, monkeypat
             bad.playing = True
 
         doc.add_next_tick_callback(reset_and_play)
-        assert _wait_until(lambda: bad.sim.status == "running" and bad.sim.t > 0, 10)
+        assert wait_until(lambda: bad.sim.status == "running" and bad.sim.t > 0, 10)
         assert bad.notice == ""
     finally:
-        worker.submit(_close_sessions, *clients).result(timeout=30)
+        worker.submit(close_sessions, *clients).result(timeout=30)
         worker.shutdown()
-    assert _wait_until(lambda: dashboard_module.live_callbacks() == 0, 10)
+    assert wait_until(lambda: dashboard_module.live_callbacks() == 0, 10)
 
 
 # -- panel serve subprocess (README flags) -----------------------------------------
