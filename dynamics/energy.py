@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# The ufunc reductions themselves: the ndarray methods add a Python wrapper (same values).
+# The ufunc reductions themselves, for the per-step paths: the ndarray methods and np.sum
+# add a Python wrapper (same values).
 _max_reduce, _min_reduce, _sum_reduce = np.maximum.reduce, np.minimum.reduce, np.add.reduce
 
 
@@ -64,7 +65,7 @@ def softmax_attention(S, beta):
 def entropy_rows(A, log_a=None):
     """Row entropies ``−Σ_j A_ij log A_ij``, shape (N,)."""
     log_a = np.log(A) if log_a is None else log_a
-    return -_sum_reduce(A * log_a, 1)
+    return -np.sum(A * log_a, axis=1)
 
 
 def free_energy(A, S, beta, log_a=None):
@@ -80,12 +81,12 @@ def free_energy(A, S, beta, log_a=None):
     log_a : ndarray, shape (N, N), optional
         ``log A`` (pass it when known from logits).
     """
-    return float(-_sum_reduce(A * S, None) - _sum_reduce(entropy_rows(A, log_a), None) / beta)
+    return float(-np.sum(A * S) - np.sum(entropy_rows(A, log_a)) / beta)
 
 
 def potential(S, beta):
     """Log-sum-exp potential ``Φ = −(1/β) Σ_i logsumexp_j(βS_ij)`` = min of F (§1)."""
-    return float(-_sum_reduce(row_logsumexp(beta * S), None) / beta)
+    return float(-np.sum(row_logsumexp(beta * S)) / beta)
 
 
 def kl_rows(log_p, log_q, P=None):
@@ -104,7 +105,7 @@ def marginal_costs(log_a, S, beta):
 
 def row_centred(C, A):
     """``C_ij − C̄_i`` with ``C̄_i = Σ_k A_ik C_ik``."""
-    return C - _sum_reduce(A * C, 1, keepdims=True)
+    return C - np.sum(A * C, axis=1, keepdims=True)
 
 
 def fisher_rao_velocity(A, C, gamma):
@@ -114,7 +115,7 @@ def fisher_rao_velocity(A, C, gamma):
 
 def dissipation_rate(A, C, gamma):
     """``D = γ Σ_i Σ_j A_ij (C_ij − C̄_i)² ≥ 0`` (§2)."""
-    return float(gamma * _sum_reduce(A * row_centred(C, A) ** 2, None))
+    return float(gamma * np.sum(A * row_centred(C, A) ** 2))
 
 
 def row_variance(A, W, work=None):

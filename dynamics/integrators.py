@@ -20,7 +20,7 @@ import sys
 import numpy as np
 from scipy.linalg.blas import daxpy
 
-from .energy import row_variance, rowsoftmax
+from .energy import _max_reduce, row_variance, rowsoftmax
 
 ORDER = {"logit_step": 2, "strang": 2, "verlet": 2, "heun": 2}
 
@@ -41,9 +41,6 @@ def centre_rows(Z, out=None):
     ``out`` (may be ``Z`` itself) receives the result; a new array otherwise.
     """
     return np.subtract(Z, _max_reduce(Z, 1, keepdims=True), out=out)
-
-
-_max_reduce = np.maximum.reduce  # Z.max without the method's Python wrapper
 
 
 def axpy(a, x, y):
@@ -91,21 +88,12 @@ def logit_step(Z, S0, S1, beta, lam, h, out=None, coef=None):
     """
     E, c0, b = logit_coefficients(beta, lam, h) if coef is None else coef
     Z1 = np.multiply(Z, E, out=out)
-    if Z1.size >= _AXPY_MIN_SIZE:
-        if S1 is S0:
-            axpy(c0 + b, S0, Z1)
-        else:
-            axpy(c0, S0, Z1)
-            axpy(b, S1, Z1)
-    elif S1 is S0:  # small: axpy's own arithmetic, without its calls
-        if c0 + b != 0.0:
-            Z1 += (c0 + b) * S0
+    if S1 is S0:
+        axpy(c0 + b, S0, Z1)
     else:
-        if c0 != 0.0:
-            Z1 += c0 * S0
-        if b != 0.0:
-            Z1 += b * S1
-    return np.subtract(Z1, _max_reduce(Z1, 1, keepdims=True), out=Z1)  # centre_rows
+        axpy(c0, S0, Z1)
+        axpy(b, S1, Z1)
+    return centre_rows(Z1, out=Z1)
 
 
 class Workspace:
@@ -197,13 +185,8 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
         if lag is not None:
             W0 -= lag
     x = lam * tau
-    E = math.exp(-x)
-    spread = (1.0 - E) * float(np.max(W0.max(axis=1) - W0.min(axis=1)))
-    panels = int(min(32, max(1, math.ceil(spread / 1.5))))
-    u = np.linspace(E, 1.0, 2 * panels + 1).tolist()
-    u[-1] = 1.0
-    weights = [1.0] + [4.0 if k % 2 else 2.0 for k in range(1, 2 * panels)] + [1.0]
-    scale = phi1(x) / (6.0 * panels)  # (1 − E) / (λτ) × Δu / 3 with Δu = (1 − E)/(2n)
+    spread = (1.0 - math.exp(-x)) * float(np.max(W0.max(axis=1) - W0.min(axis=1)))
+    u, coef = _simpson_nodes(x, _simpson_panels(spread))
     var_work = work.get("relax.var", shape)
 
     def rate_at(uk, Ak):
@@ -227,7 +210,6 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
     if A0 is None:
         A0 = rowsoftmax(Z)
     D_start = rate_at(1.0, A0) if D0 is None else D0
-    coef = [scale * w / uk for w, uk in zip(weights[1:], u[1:], strict=True)]
     mean = None
     if mean_A:
         mean = np.multiply(A_end, 1.0 - sum(coef), out=work.get("relax.mean", shape))
@@ -247,6 +229,12 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
 _BLOCK_ELEMENTS = 1 << 16
 #: A row whose shifted exponentials sum below this is recomputed with its exact maximum.
 _TINY_ROW_SUM = 1e-200
+
+
+def _simpson_panels(spread):
+    """Panels of the composite Simpson rule in ``u`` for a relaxation whose logits move
+    by ``spread`` = (1 − E)·max osc(W₀): one while near the target, at most 32."""
+    return int(min(32, max(1, math.ceil(spread / 1.5))))
 
 
 def _simpson_nodes(x, panels):
@@ -361,7 +349,7 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, centre=True, work=None
         u, coef = _simpson_nodes(x, panels)
         var = sweep(u)
         spread = (1.0 - u[0]) * float(osc.max())
-        needed = int(min(32, max(1, math.ceil(spread / 1.5))))
+        needed = _simpson_panels(spread)
         if needed == panels:
             break
         panels = hints["rt.panels"] = needed

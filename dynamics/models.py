@@ -14,8 +14,6 @@ import numpy as np
 
 from .energy import free_energy, potential, scores, softmax_attention
 
-_sum_reduce = np.add.reduce  # np.sum without its Python wrapper (same values)
-
 HAMILTONIAN_MODELS = ("canonical", "value_matching", "cotangent_lift")
 
 
@@ -91,13 +89,13 @@ def momentum_force(model, prob, X, P, A):
 def kinetic_energy(model, prob, X, P, A):
     """The momentum part of ``H``: ``‖P‖²/(2m)``, or ``⟨P, A X W_Vᵀ⟩`` (cotangent lift)."""
     if model == "cotangent_lift":
-        return float(_sum_reduce(P * (A @ (X @ prob.W_V.T)), None))
-    return float(_sum_reduce(P * P, None) / (2.0 * prob.mass))
+        return float(np.sum(P * (A @ (X @ prob.W_V.T))))
+    return float(np.sum(P * P) / (2.0 * prob.mass))
 
 
 def confinement_energy(prob, X):
     """``(k/2)‖X‖²``."""
-    return 0.5 * prob.confinement * float(_sum_reduce(X * X, None))
+    return 0.5 * prob.confinement * float(np.sum(X * X))
 
 
 def hamiltonian(model, prob, X, P, A, log_a=None, S=None):
@@ -109,7 +107,7 @@ def hamiltonian(model, prob, X, P, A, log_a=None, S=None):
     H += free_energy(A, S, prob.beta, log_a)
     if model == "value_matching":
         R = value_residual(A, X, prob.W_V)
-        H += 0.5 * prob.kappa * float(_sum_reduce(R * R, None))
+        H += 0.5 * prob.kappa * float(np.sum(R * R))
     return H
 
 

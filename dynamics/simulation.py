@@ -29,6 +29,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import energy as en
+from .energy import _max_reduce, _min_reduce, _sum_reduce
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .initial import draw_initial_data
 from .integrators import (
@@ -268,7 +269,6 @@ class Simulation:
         self._energy0 = self._energy(self.state)
         self._residual_offset = 0.0
         self._step_constants = None
-        self._scratch = {}  # N×N scratch arrays of _etd_verlet, for the whole run
 
     def _sync_settings(self):
         s = self.settings
@@ -443,8 +443,9 @@ class Simulation:
 
     # canonical and value matching ---------------------------------------------
     def _force(self, X, A, XM=None, XMt=None):
-        """``Ṗ = −∂H/∂X`` at ``(X, A)`` (canonical, value matching), and the matrix ``G``
-        with ``Ŝ = G Xᵀ`` (value matching: ``G = X M + κ R W_V``; canonical: None)."""
+        """``Ṗ = −∂H/∂X`` at ``(X, A)`` (canonical, value matching; with ``A = A*(X)`` the
+        reduced model's force), and the matrix ``G`` with ``Ŝ = G Xᵀ`` (value matching:
+        ``G = X M + κ R W_V``; otherwise None)."""
         prob = self.prob
         XM = X @ prob.M if XM is None else XM
         if self.model == "value_matching":
@@ -474,7 +475,7 @@ class Simulation:
         c = self._step_constants = _StepConstants(
             prob=prob, h=h, beta=beta, lam=lam, logit=logit_coefficients(beta, lam, h),
             lag=-(beta / (lam * h)), decay=math.exp(-lam * h), w0=beta * w0, w1=beta * w1,
-            MMt=np.concatenate((prob.M, prob.M.T), axis=1), scratch=self._scratch)
+            MMt=np.concatenate((prob.M, prob.M.T), axis=1))
         return c
 
     def _step_hamiltonian(self, st: State, h: float) -> State:
@@ -629,8 +630,7 @@ class Simulation:
         else:
             S_hat0, S_hat1 = st.S, S1
         Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h, coef=coef)
-        A1 = np.exp(Z1)  # rowsoftmax(Z1, centred=True)
-        A1 /= _sum_reduce(A1, 1, keepdims=True)
+        A1 = en.rowsoftmax(Z1, centred=True)
         rate = lam / beta
         force1, G1 = self._force(X1, A1, X1M, X1Mt)
         new_cache = {"G": G1, "XM": X1M} if vm else {"XM": X1M}
@@ -644,27 +644,16 @@ class Simulation:
         # The transient: a relaxation towards the lagged target βŜ₀ − β(dŜ/dt)/λ with
         # scores frozen; its exact mean minus its own composite trapezoid corrects the
         # trapezoid of the real path (zero when attention already tracks its target).
-        scratch = c.scratch
-        if not scratch:
-            scratch.update((name, np.empty(shape)) for name in ("lag", "W0", "W", "var", "dev"))
-        lag = np.subtract(S_hat1, S_hat0, out=scratch["lag"])
+        lag = np.subtract(S_hat1, S_hat0, out=work.get("etd.lag", shape))
         lag *= c.lag
-        W0 = np.multiply(S_hat0, -beta, out=scratch["W0"])  # Z − βŜ₀ − L
+        W0 = np.multiply(S_hat0, -beta, out=work.get("etd.W0", shape))  # Z − βŜ₀ − L
         W0 += st.Z
         W0 -= lag
-        D0 = cache.get("D")
-        if D0 is None:
-            D0 = self._rate_at(st.A, st.Z, S_hat0)
-        W = scratch["W"]  # D1 = self._rate_at(A1, Z1, S_hat1), inline
-        if beta == 1.0:
-            np.subtract(Z1, S_hat1, out=W)
-        else:
-            np.multiply(S_hat1, -beta, out=W)
-            W += Z1
-        D1 = rate * en.row_variance(A1, W, scratch["var"])
+        D0 = self._rate_at(st.A, st.Z, S_hat0, cache.get("D"))
+        D1 = self._rate_at(A1, Z1, S_hat1)
         if not vm:
             new_cache["D"] = D1
-        if _tracks(W0, scratch["dev"]):
+        if _tracks(W0, work.get("etd.dev", shape)):
             # attention already tracks its lagged target: the trapezoid is second order
             P1 = P_half + tau * force1
             return X1, P1, Z1, A1, S1, force1, new_cache, 0.5 * h * (D0 + D1)
@@ -698,22 +687,14 @@ class Simulation:
         centre_rows(Z1, out=Z1)
         return S1, Z1, en.rowsoftmax(Z1, centred=True)
 
-    def _reduced_force(self, X, A):
-        prob = self.prob
-        force = A.T @ (X @ prob.M)
-        force += A @ (X @ prob.M.T)
-        if prob.confinement:
-            force -= prob.confinement * X
-        return force
-
     def _step_reduced(self, st: State, h: float) -> State:
         """Velocity Verlet with ``A = A*(X)``; the force at the end is kept for the next step."""
         prob = self.prob
-        force0 = st.force if st.force is not None else self._reduced_force(st.X, st.A)
+        force0 = st.force if st.force is not None else self._force(st.X, st.A)[0]
         P_half = st.P + (0.5 * h) * force0
         X1 = st.X + (h / prob.mass) * P_half
         S1, Z1, A1 = self._slaved(X1)
-        force1 = self._reduced_force(X1, A1)
+        force1 = self._force(X1, A1)[0]
         P1 = P_half + (0.5 * h) * force1
         return replace(st, t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, force=force1, cache=None)
 
@@ -778,7 +759,7 @@ class Simulation:
         diag = {
             "t": st.t,
             "free_energy": F,
-            "potential": float(-_sum_reduce(lse_star, None) / beta),
+            "potential": float(-np.sum(lse_star) / beta),
             "hamiltonian": F if model == "attention" else energy,
             "kinetic_energy": 0.0 if model in ("attention", "transformer")
             else kinetic_energy(model, prob, st.X, st.P, st.A),
@@ -788,12 +769,12 @@ class Simulation:
             "kl": float(kl_rows.sum()),
             "kl_target": float(kl_rows.sum()) if log_target is log_star
             else float(en.kl_rows(log_a, log_target, st.A).sum()),
-            "kl_bound": float(_sum_reduce(st.B**2, None) / 8.0),
+            "kl_bound": float(np.sum(st.B**2) / 8.0),
             "energy_residual": self._residual(st, energy),
             "entropy_mean": float(np.mean(en.entropy_rows(st.A, log_a))),
             "min_attention": float(st.A.min()),
             "row_sum_error": float(np.max(np.abs(st.A.sum(axis=1) - 1.0))),
-            "feature_norm": float(np.sqrt(_sum_reduce(st.X * st.X, None))),
+            "feature_norm": float(np.sqrt(np.sum(st.X * st.X))),
         }
         for name in NOT_APPLICABLE.get(model, ()):
             diag[name] = float("nan")
@@ -844,7 +825,6 @@ def _tracks(W0, dev) -> bool:
 #: Arrays up to this size try the quick sufficient test of :func:`_tracks` first.
 _QUICK_TRACK_SIZE = 4096
 _QUICK_TRACK_OSC = 0.49 * _TRANSIENT_OSC
-_max_reduce, _min_reduce, _sum_reduce = np.maximum.reduce, np.minimum.reduce, np.add.reduce
 
 
 @dataclass(frozen=True)
@@ -861,8 +841,6 @@ class _StepConstants:
     w0: float  # β × the exponential trapezoid weights
     w1: float
     MMt: np.ndarray  # [M, Mᵀ], shape (d, 2d)
-    #: scratch arrays of _etd_verlet by name (contents never outlive a step)
-    scratch: dict = field(compare=False, repr=False)
 
 
 _object_new = object.__new__
