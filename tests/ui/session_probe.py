@@ -4,7 +4,7 @@ Used by ``test_sessions.py`` (fault injection reaches a session's simulation) an
 as a script for the lifecycle test, in a fresh process so that the memory measured is
 that of a server, not of a test process that ran the rest of the suite first::
 
-    python tests/ui/session_probe.py [--sessions 50] [--first 5]
+    PYTHONPATH=scripts python tests/ui/session_probe.py [--sessions 50] [--first 5]
 
 prints, as JSON, the RSS after the first sessions and after all of them, the periodic
 callbacks still running and the dashboards still alive.
@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import gc
 import json
-import socket
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import panel as pn
 import psutil
 from bokeh.client import pull_session
 from bokeh.events import DocumentReady
+from serving import free_port, reachable
 from tornado.ioloop import IOLoop
 
 from app import dashboard as dashboard_module
@@ -44,28 +42,18 @@ def wait_until(predicate, timeout, step=0.1) -> bool:
     return predicate()
 
 
-def _reachable(url) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
 @contextlib.contextmanager
 def serve_in_process():
     """URL of a threaded in-process server of the dashboard; sessions unused for 0.5 s
     are destroyed."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = pn.serve(
         {"main": lambda: dashboard_module.Dashboard()}, port=port, address="127.0.0.1",
         websocket_origin=[f"127.0.0.1:{port}"], threaded=True, show=False, start=True,
         check_unused_sessions_milliseconds=500, unused_session_lifetime_milliseconds=500)
     url = f"http://127.0.0.1:{port}/main"
     try:
-        if not wait_until(lambda: _reachable(url), 60, 0.3):
+        if not wait_until(lambda: reachable(url), 60, 0.3):
             raise RuntimeError("in-process server did not start")
         yield url
     finally:
@@ -100,11 +88,9 @@ def alive_dashboards() -> int:
 
 
 def rss() -> int:
-    """RSS after a collection, with freed heap given back to the OS (glibc malloc_trim),
-    so that the figure is what is still held rather than allocator slack."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    """RSS after the collection and heap trim the app does after a session ends, so
+    that the figure is what is still held rather than allocator slack."""
+    dashboard_module._return_memory()
     return psutil.Process().memory_info().rss
 
 

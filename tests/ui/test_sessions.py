@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -52,7 +53,8 @@ def test_sessions_start_and_stop_their_callbacks_and_memory_is_flat(capsys):
     in memory, and the RSS is within 10 % of the level after the first 5 sessions.
     """
     done = subprocess.run([sys.executable, str(PROBE)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=400)
+                          text=True, timeout=400,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")})
     assert done.returncode == 0, done.stderr
     r = json.loads(done.stdout.strip().splitlines()[-1])
     with capsys.disabled():
