@@ -18,6 +18,7 @@ from dynamics.inertial import (
     softmax_velocity,
     value_kernel_ratio,
 )
+from dynamics.integrators import Workspace
 
 FAST = settings(max_examples=10, deadline=None,
                 phases=[Phase.explicit, Phase.reuse, Phase.generate])
@@ -122,3 +123,29 @@ def test_momentum_only_control_runs():
     for k in range(200):
         z = rk4_step(f, 0.01 * k, z, 0.01)
     assert np.all(np.isfinite(z))
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 8), d=st.integers(1, 4),
+       scale=st.sampled_from([0.5, 3.0, 12.0]))
+def test_shifted_softmax_field_equals_the_kernel_formula(seed, n, d, scale):
+    """The engine's field (``spd=True``: rows shifted by a Cauchy–Schwarz bound, or by
+    their exact maxima once the bound is far above the diagonal) is the softmax flow
+    ``rowsoftmax(x_iᵀ A x_j) V x_j`` itself, with a reused buffer too."""
+    X, _, A, V, _ = setup(seed, n, d, scale)
+    expected = softmax_kernel(X, A) @ (X @ V)
+    work = Workspace()
+    for _ in range(2):  # the second call reuses the buffer
+        np.testing.assert_allclose(softmax_velocity(X, A, V, work, spd=True), expected,
+                                   rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+
+
+def test_shifted_softmax_field_is_finite_where_plain_exponentials_overflow():
+    """Scores up to 2000 (e^2000 overflows): the shifted field stays the kernel formula."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((7, 3))
+    X *= np.sqrt(2000.0) / np.linalg.norm(X, axis=1, keepdims=True)  # s_ii = 2000
+    A, V = np.eye(3), np.diag([1.0, 0.5, 2.0])
+    expected = softmax_kernel(X, A) @ (X @ V)
+    got = softmax_velocity(X, A, V, Workspace(), spd=True)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())

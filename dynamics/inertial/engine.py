@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..frame import DIVERGED, RUNNING, Frame
+from ..integrators import Workspace
 from ..settings import PART_II_MODELS, Settings
 from .accelerated import (
     accelerated_kinetic,
@@ -63,7 +64,7 @@ def model_field(model: str, A: np.ndarray, V: np.ndarray, B: np.ndarray | None,
     -------
     callable
     """
-    work: dict = {}  # the N×N buffer of the softmax fields, reused from call to call
+    work = Workspace()  # the N×N buffer of the softmax fields, reused from call to call
 
     def pack(dx, dy=None):
         out = np.empty((2, *dx.shape))

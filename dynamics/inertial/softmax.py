@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..integrators import Workspace
+
 
 def kernel_scores(X: np.ndarray, A: np.ndarray) -> np.ndarray:
     """Scores ``s_ij = x_iᵀ A x_j``, shape (N, N)."""
@@ -73,7 +75,7 @@ _BOUND_GAP = 50.0
 
 
 def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
-                     work: dict | None = None, *, spd: bool = False) -> np.ndarray:
+                     work: Workspace | None = None, *, spd: bool = False) -> np.ndarray:
     """First-order softmax flow ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d).
 
     Two products and one exponential over the N×N weights: the shifted scores
@@ -84,7 +86,7 @@ def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
     ``a_i = x_iᵀ A x_i`` bounds the row (Cauchy–Schwarz), so nothing overflows, and
     the row holds ``s_ii = a_i ≥ b_i − gap``, so nothing important underflows while
     the gap is small; otherwise (or for another ``A``) the exact row maxima are used.
-    ``work`` (a dict) keeps the N×N buffer between calls.
+    ``work`` keeps the N×N buffer between calls.
     """
     n, d = X.shape
     XA = X @ A
@@ -103,12 +105,7 @@ def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
             exact = False
     if exact:
         L[:, d] = 0.0
-    E = None if work is None else work.get("softmax.E")
-    if E is None or E.shape != (n, n):
-        E = np.empty((n, n))
-        if work is not None:
-            work["softmax.E"] = E
-    np.matmul(L, R.T, out=E)
+    E = np.matmul(L, R.T, out=None if work is None else work.get("softmax.E", (n, n)))
     if exact:
         E -= E.max(axis=1, keepdims=True)
     with np.errstate(under="ignore"):
