@@ -6,7 +6,9 @@ from scipy.integrate import solve_ivp
 
 from dynamics import Simulation
 from dynamics.frame import DIVERGED, RUNNING
-from dynamics.inertial import InertialEngine, model_field
+from dynamics.inertial import InertialEngine, model_field, softmax_kernel
+from dynamics.inertial.accelerated import accelerated_force, accelerated_velocity
+from dynamics.inertial.linear import linear_velocity
 from dynamics.settings import PART_II_MODELS, Settings
 
 KEYS = {"t", "second_moment_max", "second_moment_min", "hamiltonian", "kinetic_energy",
@@ -126,3 +128,29 @@ def test_runaway_momenta_stop_the_run_with_finite_diagnostics():
     assert sim.diverged_at < 1.0
     assert all(np.isfinite(v) for v in frame.diagnostics.values())
     assert np.all(np.isfinite(frame.momenta)) and np.all(np.isfinite(frame.features))
+
+
+@pytest.mark.parametrize("model", ["linear", "linear_accelerated", "softmax_first_order",
+                                   "softmax_momentum"])
+def test_engine_field_is_the_model_equations(model):
+    """The engine's field (products shared between terms, a reused buffer) equals the
+    equations as the model modules write them (MODEL.md §10–§13), term by term."""
+    s = Settings(model=model, damping="nesterov", alpha=0.5, matrix_draw="random",
+                 second_moment=0.3, n_tokens=7, dim=3)
+    eng = InertialEngine(s)
+    f = model_field(model, eng.A, eng.V, eng.B, eng.damping)
+    rng = np.random.default_rng(5)
+    X, Y = eng.X0, 0.4 * rng.standard_normal(eng.X0.shape)
+    t = 0.3
+    rate = eng.damping.rate(t)
+    expected = {
+        "linear": (linear_velocity(X, eng.A, eng.V), np.zeros_like(Y)),
+        "linear_accelerated": (accelerated_velocity(X, Y, eng.A),
+                               -rate * Y + accelerated_force(X, Y, eng.A, eng.V)),
+        "softmax_first_order": (softmax_kernel(X, eng.A) @ (X @ eng.V), np.zeros_like(Y)),
+        "softmax_momentum": (Y, -rate * Y + softmax_kernel(X, eng.A) @ (X @ eng.V)),
+    }[model]
+    for _ in range(2):  # the second call reuses the field's buffers
+        got = f(t, np.stack([X, Y]))
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-13)

@@ -23,6 +23,8 @@ from ..frame import DIVERGED, RUNNING, Frame
 from ..integrators import Workspace
 from ..settings import PART_II_MODELS, Settings
 from .accelerated import (
+    accelerated_dissipation,
+    accelerated_hamiltonian,
     accelerated_kinetic,
 )
 from .clouds import initial_cloud, second_moment
@@ -108,10 +110,9 @@ def model_field(model: str, A: np.ndarray, V: np.ndarray, B: np.ndarray | None,
 
 def energies(model: str, X, Y, A, V, B) -> tuple[float, float, float]:
     """``(H, kinetic, Σ y·∂H/∂y)`` of a model at ``(X, Y)`` (zeros where there is no H)."""
-    if model == "linear_accelerated":  # one product XᵀY serves all three (§11)
-        kinetic = accelerated_kinetic(X, Y, A)
-        return (kinetic - 0.5 * float(np.vecdot((X @ V).ravel(), X.ravel())), kinetic,
-                2.0 * kinetic)
+    if model == "linear_accelerated":
+        return (accelerated_hamiltonian(X, Y, A, V), accelerated_kinetic(X, Y, A),
+                accelerated_dissipation(X, Y, A))
     if model == "softmax_inertial":
         return (inertial_hamiltonian(X, Y, A, B), inertial_kinetic(X, Y, A, B),
                 inertial_dissipation(X, Y, A, B))
