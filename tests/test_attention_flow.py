@@ -13,7 +13,14 @@ from scipy.integrate import solve_ivp
 
 from dynamics import PATHS, Settings, Simulation, simulate
 from dynamics import energy as en
-from dynamics.integrators import ORDER, logit_step, relax
+from dynamics.integrators import (
+    ORDER,
+    Workspace,
+    logit_step,
+    relax,
+    relax_to_target,
+    relaxation_averages,
+)
 
 FEW = settings(max_examples=12)
 
@@ -155,6 +162,32 @@ def test_relax_dissipation_equals_free_energy_drop_at_any_stiffness():
         F1 = en.free_energy(A1, S, beta, en.log_rowsoftmax(Z1))
         assert diss >= 0.0
         assert diss == pytest.approx(F0 - F1, rel=2e-3, abs=1e-14)
+
+
+@pytest.mark.parametrize("N", [5, 300])  # 300: several row blocks of the sweep
+def test_blocked_relaxation_is_the_same_quadrature(N):
+    """relax_to_target (row blocks, no max passes, panel count guessed from the previous
+    call) gives the logits, attention and dissipation of relaxation_averages, and its
+    ∫D is the free-energy drop (frozen scores, no work)."""
+    rng = np.random.default_rng(4)
+    beta = 2.0
+    S = rng.standard_normal((N, N))
+    T = beta * S - (beta * S).max(axis=1, keepdims=True)  # the target βŜ with row maxima 0
+    work = Workspace()
+    for lam_h in (1e-3, 0.5, 5.0, 50.0, 0.5):  # panel counts change, then change back
+        Z = 3.0 * rng.standard_normal((N, N))
+        Z -= Z.max(axis=1, keepdims=True)
+        A0 = en.rowsoftmax(Z)
+        Z1, A1, D0, D1, mean_D = relax_to_target(Z, T, beta, lam_h, 1.0, A0, work=work)
+        Zr, Ar, _, D0r, D1r, mean_Dr = relaxation_averages(Z, S, beta, lam_h, 1.0, A0,
+                                                           mean_A=False)
+        np.testing.assert_allclose(Z1, Zr, rtol=0, atol=1e-12 * (1 + np.abs(Zr).max()))
+        np.testing.assert_allclose(A1, Ar, rtol=1e-12, atol=1e-15)
+        for got, ref in ((D0, D0r), (D1, D1r), (mean_D, mean_Dr)):
+            assert got == pytest.approx(ref, rel=1e-9, abs=1e-13)
+        F0 = en.free_energy(A0, S, beta, en.log_rowsoftmax(Z))
+        F1 = en.free_energy(A1, S, beta, en.log_rowsoftmax(Z1))
+        assert mean_D * 1.0 == pytest.approx(F0 - F1, rel=2e-3, abs=1e-12 * N)
 
 
 def test_stiff_canonical_simulation_tracks_reduced_model():
