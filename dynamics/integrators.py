@@ -7,6 +7,9 @@
   ``u = e^{−λs}``: accurate for any ``λh`` (stiff-safe).
 * :func:`relaxation_averages` — time averages of attention and dissipation along a
   frozen relaxation, used to carry fast transients exactly.
+* :func:`relax_to_target` — the relaxation of the cotangent lift, in one sweep over row
+  blocks; its dissipation by the corrected trapezoid rule, which needs no sample inside
+  the step while attention stays near its target.
 * :func:`verlet` and :func:`heun` — order-2 steps for the features.
 
 Each stepper declares its order in :data:`ORDER`; the tests measure it.
@@ -20,7 +23,7 @@ import sys
 import numpy as np
 from scipy.linalg.blas import daxpy
 
-from .energy import _max_reduce, row_variance, rowsoftmax
+from .energy import _max_reduce, _min_reduce, row_variance, rowsoftmax
 
 ORDER = {"logit_step": 2, "strang": 2, "verlet": 2, "heun": 2}
 
@@ -247,25 +250,43 @@ def _simpson_nodes(x, panels):
     return u, [scale * w / uk for w, uk in zip(weights[1:], u[1:], strict=True)]
 
 
-def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, centre=True, work=None, out=None):
-    """:func:`relaxation_averages` towards a target ``T = βŜ`` (no lag, no mean of ``A``),
-    in one sweep over row blocks.
+def _trapezoid_panels(spread):
+    """Panels of the corrected trapezoid rule of :func:`relax_to_target`: two per panel of
+    :func:`_simpson_panels`, so the same samples as Simpson's rule once it needs more than
+    one panel. On the same nodes its error, ``H⁴/720 ∫f⁗``, is a quarter of Simpson's
+    ``(H/2)⁴/180 ∫f⁗``; its single panel, up to ``spread`` 0.75, needs no sample inside."""
+    return int(min(64, max(1, math.ceil(spread / 0.75))))
 
-    Every quantity of the relaxation is row-wise, so each block of rows goes through
-    all samples of the quadrature at once, while it stays in cache. The panel count
-    depends on the largest row oscillation of ``W = Z − T``, known only at the end of
-    the sweep: the sweep assumes the count of the previous call (kept in ``work``) and
-    is repeated in the rare case it was wrong, so the quadrature is exactly that of
-    :func:`relaxation_averages`.
+
+def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, work=None,
+                    out=None):
+    """A relaxation of duration ``τ`` towards a frozen target ``T = βŜ`` (no lag, no mean
+    of ``A``): the logits and attention of :func:`relaxation_averages`, its dissipation
+    by the corrected trapezoid rule, in one sweep over row blocks.
+
+    Along the exact path ``Z(u) = T + u W`` (``W = Z − T``, ``u = e^{−λs}``) the
+    dissipation rate is ``D(u) = (λ/β) u² V(u)`` with ``V(u) = Var_{A(u)}(W)`` summed over
+    rows, and ``dV/du = κ₃(u)``, the third cumulant of ``W`` under ``A(u)``
+    (``∂_u log A(u) = W − E_{A(u)} W``). The time average
+    ``⟨D⟩ = D_E + (1/λτ) ∫_E^1 (D(u) − D_E)/u du`` is integrated by the trapezoid rule with
+    the Euler–Maclaurin end correction ``H²/12 (f′(E) − f′(1))``, order 4 like Simpson's
+    rule, whose derivatives need only ``κ₃`` at the two ends. One panel (no sample inside)
+    serves while attention stays near its target, which saves the exponentials of the
+    midpoint Simpson would need; far from it the panels grow with ``(1 − E)·max osc(W)``
+    (:func:`_trapezoid_panels`).
+
+    Every quantity is row-wise, so each block of rows goes through all samples at once,
+    while it stays in cache. The panel count depends on the largest row oscillation of
+    ``W``, known only at the end of the sweep: the sweep assumes the count of the
+    previous call (kept in ``work``) and is repeated in the rare case it was wrong.
 
     ``T`` and ``Z`` must have row maxima at most 0 (and not far below it): every sample
     ``u Z + (1 − u) T`` then has row maxima at most 0 and its exponentials need no
     max-subtraction (a row whose sum underflows is recomputed with its exact maximum).
-    The rate along the path is ``(λ/β) u² Var_{A_i}(W_i)``, the variance taken as
-    ``E[W²] − E[W]²`` from unnormalised exponentials and their row sums: each row of
-    ``W`` takes both signs (0 lies between the maxima of ``Z`` and ``T``), so
-    ``|W| ≤ osc(W)`` and the rounding error stays below ``ε osc(W)²``, the order of
-    that of the centred two-pass sum.
+    Moments are taken as ``E[W^p]`` from unnormalised exponentials and their row sums:
+    each row of ``W`` takes both signs (0 lies between the maxima of ``Z`` and ``T``), so
+    ``|W| ≤ osc(W)`` and the rounding error of ``V`` stays below ``ε osc(W)²``, the order
+    of that of the centred two-pass sum.
 
     Parameters
     ----------
@@ -274,8 +295,10 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, centre=True, work=None
     beta, lam, tau : float
     A0 : ndarray, shape (N, N)
         ``rowsoftmax(Z)``.
-    D0 : float, optional
-        The dissipation rate at the start, when known.
+    D0, K0 : float, optional
+        ``(λ/β) Var_{A0}(W)`` and ``(λ/β) κ₃`` of ``W`` under ``A0`` summed over rows,
+        when known (a relaxation continuing towards the same target: the previous call's
+        ``D_end``, ``K_end``); both or neither.
     centre : bool
         Give ``Z_end`` row maxima exactly 0 (else at most 0, and ``A_end`` is the same).
     work : Workspace, optional
@@ -287,78 +310,99 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, centre=True, work=None
     Z_end, A_end : ndarray, shape (N, N)
     D_start, D_end, mean_D : float
         Dissipation rate at both ends and its time average.
+    K_end : float
+        ``(λ/β) κ₃`` of ``Z_end − T`` under ``A_end``: the ``K0`` of a relaxation that
+        continues from ``Z_end`` towards ``T``.
     """
+    if (D0 is None) != (K0 is None):
+        raise ValueError("D0 and K0 are given together")
     work = Workspace() if work is None else work
     N, n = Z.shape
     rows = max(1, min(N, _BLOCK_ELEMENTS // max(n, 1)))
     bshape = (rows, n)
-    Wb, W2, Zm = work.get("rt.W", bshape), work.get("rt.W2", bshape), work.get("rt.Zm", bshape)
+    Wb, W2, W3 = work.get("rt.W", bshape), work.get("rt.W2", bshape), work.get("rt.W3", bshape)
+    Zm = work.get("rt.Zm", bshape)
     ones = np.ones(n)
-    osc = np.empty(N)
+    hi, lo = np.empty(N), np.empty(N)
     rate, x = lam / beta, lam * tau
     Z_end, A_end = (np.empty(Z.shape), np.empty(Z.shape)) if out is None else out
 
-    def variance(Ek, w, w2, s, dst):
-        """``Var`` of ``w`` under the row weights ``Ek / s`` (``w2 = w²``)."""
-        m = np.vecdot(Ek, w)
-        m /= s
-        np.vecdot(Ek, w2, out=dst)
-        dst /= s
-        dst -= m * m
-
-    def exponentials(Zk, Ek):
-        """``exp(Zk)`` (rows at most 0) into ``Ek`` and its row sums; exact max if tiny."""
+    def exponentials(Zk, Ek, s):
+        """``exp(Zk)`` (rows at most 0) into ``Ek``, its row sums into ``s``; a row whose
+        sum is tiny is recomputed with its exact maximum."""
         np.exp(Zk, out=Ek)
-        s = Ek @ ones  # row sums (a BLAS gemv, faster than a reduction)
+        np.matmul(Ek, ones, out=s)  # row sums (a BLAS gemv, faster than a reduction)
         if s.min() < _TINY_ROW_SUM:
             bad = s < _TINY_ROW_SUM
             Zb = Zk[bad]
             Zb -= Zb.max(axis=1, keepdims=True)
             Ek[bad] = np.exp(Zb)  # a row constant of Zk changes no attention
-            s = Ek @ ones
-        return s
+            np.matmul(Ek, ones, out=s)
 
     def sweep(u):
-        """Every sample at the nodes ``u`` (the last, u = 1, from ``A0``), block by block."""
-        var = np.empty((len(u), N))  # Var_{A(u_k)}(W) per row
+        """Row sums ``Σ E W^p`` (p = 0…3; p = 3 at the ends only) of the unnormalised
+        weights ``E`` at the nodes ``u`` (the last, u = 1, from ``A0``), block by block."""
+        sums = np.zeros((4, len(u), N))
+        sums[0, -1] = 1.0
         for r0 in range(0, N, rows):
             r1 = min(N, r0 + rows)
             k_rows = r1 - r0
             Zb = Z[r0:r1]
             w = np.subtract(Zb, T[r0:r1], out=Wb[:k_rows])
-            np.subtract(w.max(axis=1), w.min(axis=1), out=osc[r0:r1])
+            _max_reduce(w, 1, out=hi[r0:r1])
+            _min_reduce(w, 1, out=lo[r0:r1])
             w2 = np.multiply(w, w, out=W2[:k_rows])
+            w3 = np.multiply(w2, w, out=W3[:k_rows])
             for k in range(len(u) - 1):
                 Zk, Ek = (Z_end[r0:r1], A_end[r0:r1]) if k == 0 else (Zm[:k_rows],) * 2
                 np.multiply(w, u[k] - 1.0, out=Zk)  # Z − (1 − u) W
                 Zk += Zb
-                s = exponentials(Zk, Ek)
-                variance(Ek, w, w2, s, var[k, r0:r1])
+                s = sums[0, k, r0:r1]
+                exponentials(Zk, Ek, s)
+                np.vecdot(Ek, w, out=sums[1, k, r0:r1])
+                np.vecdot(Ek, w2, out=sums[2, k, r0:r1])
                 if k == 0:
-                    np.divide(1.0, s, out=s)
-                    Ek *= s[:, None]
+                    np.vecdot(Ek, w3, out=sums[3, k, r0:r1])
+                    Ek *= np.divide(1.0, s)[:, None]
                     if centre:
                         centre_rows(Zk, out=Zk)
             if D0 is None:
-                variance(A0[r0:r1], w, w2, 1.0, var[-1, r0:r1])
-        return var
+                A0b = A0[r0:r1]
+                for p, wp in ((1, w), (2, w2), (3, w3)):
+                    np.vecdot(A0b, wp, out=sums[p, -1, r0:r1])
+        sums[1:] /= sums[0]  # E[W^p] per node and row
+        mean, m2, m3 = sums[1], sums[2], sums[3]
+        var = m2 - mean * mean
+        k3 = m3 - mean * (3.0 * m2 - 2.0 * mean * mean)
+        return var.sum(axis=1), k3[[0, -1]].sum(axis=1)  # Σ_i V_i(u_k); Σ_i κ₃ at E and 1
 
     hints = work.hints
     panels = hints.get("rt.panels", 1)
     while True:
-        u, coef = _simpson_nodes(x, panels)
-        var = sweep(u)
-        spread = (1.0 - u[0]) * float(osc.max())
-        needed = _simpson_panels(spread)
+        E = math.exp(-x)
+        u = np.linspace(E, 1.0, panels + 1).tolist()
+        u[-1] = 1.0
+        V, (k3_end, k3_start) = sweep(u)
+        needed = _trapezoid_panels((1.0 - E) * float(np.max(hi - lo)))
         if needed == panels:
             break
         panels = hints["rt.panels"] = needed
-    D_end = rate * u[0] * u[0] * float(var[0].sum())
-    D_start = rate * float(var[-1].sum()) if D0 is None else D0
-    mean_D = D_end + coef[-1] * (D_start - D_end)
-    for k in range(1, len(u) - 1):
-        mean_D += coef[k - 1] * (rate * u[k] * u[k] * float(var[k].sum()) - D_end)
-    return Z_end, A_end, D_start, D_end, mean_D
+    D_end = rate * E * E * float(V[0])
+    K_end = rate * E**3 * float(k3_end)
+    if D0 is None:
+        D_start, K_start = rate * float(V[-1]), rate * float(k3_start)
+    else:
+        D_start, K_start = D0, K0
+    # ⟨D⟩ = (1/x) ∫_E^1 D(u)/u du = (λ/β)(1/x) ∫_E^1 F(u) du with F = u V, smooth on
+    # [0, 1], and F′ = V + u κ₃: trapezoid plus H²/12 (F′(E) − F′(1)); H/x = φ₁(x)/panels
+    H = (1.0 - E) / panels
+    inner = 0.5 * (rate * E * float(V[0]) + D_start)
+    for k in range(1, panels):
+        inner += rate * u[k] * float(V[k])
+    slope_end = rate * (float(V[0]) + E * float(k3_end))
+    slope_start = D_start + K_start
+    mean_D = phi1(x) / panels * (inner + H / 12.0 * (slope_end - slope_start))
+    return Z_end, A_end, D_start, D_end, mean_D, K_end
 
 
 def relax(Z, S_hat, beta, lam, h, A0=None, *, D0=None, work=None, out=None):

@@ -421,9 +421,9 @@ class Simulation:
         target0 = cache.get("target")
         if target0 is None:
             target0 = self._lift_target(st.X, st.P)
-        Zh, Ah, _, _, mean_d1 = relax_to_target(
-            st.Z, target0, beta, lam, h / 2, st.A, D0=cache.get("D"), centre=False, work=work,
-            out=(work.get("lift.Zh", shape), work.get("lift.Ah", shape)))
+        Zh, Ah, _, _, mean_d1, _ = relax_to_target(
+            st.Z, target0, beta, lam, h / 2, st.A, D0=cache.get("D"), K0=cache.get("K"),
+            centre=False, work=work, out=(work.get("lift.Zh", shape), work.get("lift.Ah", shape)))
         # Heun's method for (X, P) with A frozen
         X0, P0 = st.X, st.P
         kx1, kp1 = self._lift_rhs(X0, P0, Ah)
@@ -433,13 +433,13 @@ class Simulation:
         X1 = X0 + (0.5 * h) * kx1
         P1 = P0 + (0.5 * h) * kp1
         target1 = self._lift_target(X1, P1)
-        Z1, A1, _, D1, mean_d2 = relax_to_target(
-            Zh, target1, beta, lam, h / 2, Ah, work=work,
+        Z1, A1, _, D1, mean_d2, K1 = relax_to_target(
+            Zh, target1, beta, lam, h / 2, Ah, centre=False, work=work,
             out=(work.recycled("lift.Z", shape), work.recycled("lift.A", shape)))
         # the scheme never needs S(X₁): computed when asked for (_scores)
         return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=None, S_dot=st.S_dot, B=st.B,
                      dissipated=st.dissipated + 0.5 * h * (mean_d1 + mean_d2), work=st.work,
-                     cache={"target": target1, "D": D1})
+                     cache={"target": target1, "D": D1, "K": K1})
 
     # canonical and value matching ---------------------------------------------
     def _force(self, X, A, XM=None, XMt=None):
