@@ -53,7 +53,7 @@ def rowsoftmax(Z, centred=False, out=None):
     else:
         E = np.subtract(Z, _max_reduce(Z, 1, keepdims=True), out=out)
         np.exp(E, out=E)
-    E /= _sum_reduce(E, 1, keepdims=True)
+    E *= np.divide(1.0, _sum_reduce(E, 1))[:, None]  # one division per row, not per entry
     return E
 
 

@@ -681,11 +681,11 @@ class Simulation:
     # reduced and transformer ------------------------------------------------------
     def _slaved(self, X1):
         """Scores, logits and attention ``A*(X1)`` of a state whose attention is slaved."""
-        prob = self.prob
-        S1 = en.scores(X1, prob.M)
-        Z1 = np.multiply(S1, prob.beta)
+        prob, work, shape = self.prob, self._work, (X1.shape[0],) * 2
+        S1 = np.matmul(X1 @ prob.M, X1.T, out=work.recycled("slaved.S", shape))
+        Z1 = np.multiply(S1, prob.beta, out=work.recycled("slaved.Z", shape))
         centre_rows(Z1, out=Z1)
-        return S1, Z1, en.rowsoftmax(Z1, centred=True)
+        return S1, Z1, en.rowsoftmax(Z1, centred=True, out=work.recycled("slaved.A", shape))
 
     def _step_reduced(self, st: State, h: float) -> State:
         """Velocity Verlet with ``A = A*(X)``; the force at the end is kept for the next step."""
