@@ -124,7 +124,7 @@ def row_variance(A, W, work=None):
     ``work`` (an array shaped like ``W``, not ``W`` or ``A``) holds the centred
     values; a new array otherwise.
     """
-    Wc = np.subtract(W, np.einsum("ij,ij->i", A, W)[:, None], out=work)
+    Wc = np.subtract(W, np.vecdot(A, W)[:, None], out=work)
     np.multiply(Wc, Wc, out=Wc)
     return float(np.vdot(A, Wc))
 

@@ -34,6 +34,7 @@ from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .initial import draw_initial_data
 from .integrators import (
     Workspace,
+    axpy,
     centre_rows,
     exp_trapezoid,
     logit_coefficients,
@@ -644,11 +645,10 @@ class Simulation:
         # The transient: a relaxation towards the lagged target βŜ₀ − β(dŜ/dt)/λ with
         # scores frozen; its exact mean minus its own composite trapezoid corrects the
         # trapezoid of the real path (zero when attention already tracks its target).
-        lag = np.subtract(S_hat1, S_hat0, out=work.get("etd.lag", shape))
-        lag *= c.lag
-        W0 = np.multiply(S_hat0, -beta, out=work.get("etd.W0", shape))  # Z − βŜ₀ − L
+        # W₀ = Z − βŜ₀ − L with the lag L = ℓ (Ŝ₁ − Ŝ₀), ℓ = −β/(λh)
+        W0 = np.multiply(S_hat0, c.lag - beta, out=work.get("etd.W0", shape))
         W0 += st.Z
-        W0 -= lag
+        axpy(-c.lag, S_hat1, W0)
         D0 = self._rate_at(st.A, st.Z, S_hat0, cache.get("D"))
         D1 = self._rate_at(A1, Z1, S_hat1)
         if not vm:
@@ -657,6 +657,8 @@ class Simulation:
             # attention already tracks its lagged target: the trapezoid is second order
             P1 = P_half + tau * force1
             return X1, P1, Z1, A1, S1, force1, new_cache, 0.5 * h * (D0 + D1)
+        lag = np.subtract(S_hat1, S_hat0, out=work.get("etd.lag", shape))
+        lag *= c.lag
         target = np.multiply(S_hat0, beta, out=work.get("etd.target", shape))
         target += lag
         _, A_fe, mean_A, _, D_fe, mean_D = relaxation_averages(
