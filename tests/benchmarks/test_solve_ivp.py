@@ -28,8 +28,13 @@ from .conftest import side_by_side, table_row
 N, DIM, T_END = 8, 4, 2.0
 TARGET_ERROR = 1e-4
 REGIMES = {"stiff": {"gamma": 1000.0, "beta": 1.0}, "non-stiff": {"gamma": 1.0, "beta": 1.0}}
-DT_LADDER = (0.04, 0.02, 0.01, 0.005, 0.0025, 0.00125)
-RTOL_LADDER = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)
+#: Rungs about 12 % apart in cost on both sides, so each side's cheapest passing rung lies
+#: within 12 % of the cost that just reaches the target. simulate: dt = t_end/n, n from 50
+#: to 400 in ratios 2^(1/6) (an integer n ends the run exactly at t_end; cost ∝ n).
+#: solve_ivp: rtol from 1e-2 to 1e-9, four per decade (its order-5 methods cost about
+#: rtol^(−1/5), so a factor 10^(1/4) in rtol is the same 2^(1/6) in cost).
+DT_LADDER = tuple(T_END / n for n in sorted({round(50 * 2 ** (k / 6)) for k in range(19)}))
+RTOL_LADDER = tuple(10.0 ** (-2 - k / 4) for k in range(29))
 METHODS = ("RK45", "Radau", "LSODA")
 #: Passing rungs tried beyond the first one (the cost is not always monotone in rtol).
 EXTRA_RUNGS = 2
@@ -126,10 +131,11 @@ def test_simulate_vs_solve_ivp(benchmark, regime):
     X_ref = _reference(settings, regime, T_END)
     passing, rungs = {}, {}
     passing["simulate"], rungs["simulate"] = _walk(
-        [(f"dt={dt:g}", _simulate_run(settings, dt, T_END)) for dt in DT_LADDER], X_ref)
+        [(f"dt={dt:.4g}", _simulate_run(settings, dt, T_END)) for dt in DT_LADDER], X_ref)
     for method in METHODS:
         passing[method], rungs[method] = _walk(
-            [(f"rtol={r:g}", _ivp_run(settings, method, r, T_END)) for r in RTOL_LADDER], X_ref)
+            [(f"rtol={r:.2g}", _ivp_run(settings, method, r, T_END)) for r in RTOL_LADDER],
+            X_ref)
     assert passing["simulate"], f"simulate never reached {TARGET_ERROR:g}: {rungs}"
     # every passing rung of every method, timed side by side: the configuration of each
     # side is its fastest rung over interleaved rounds, never one noisy single timing
