@@ -76,6 +76,9 @@ def log_slider(settings: Settings, name: str) -> pn.widgets.FloatSlider:
         label=LABELS.get(name, name), start=math.log10(lo), end=math.log10(hi), step=0.01,
         value=math.log10(getattr(settings, name)), format=fmt,
     )
+    # Panel holds every change from the page back for its debounce (50 ms) before the
+    # server sees it; β and γ change nothing but the next frame, so they go at once.
+    slider._debounce = 0
     busy = []
 
     def to_settings(event):

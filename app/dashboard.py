@@ -181,6 +181,7 @@ class Dashboard(pn.viewable.Viewer):
         self._session_context = None
         self._frame_id = self._acked = 0
         self._ack_time = self._last_frame = 0.0
+        self._urgent = False  # a setting changed while playing: show it at the next tick
         self._presets, notices = [], []
         try:
             self._presets = presets.load_presets()
@@ -260,8 +261,12 @@ class Dashboard(pn.viewable.Viewer):
         self.reset()
 
     def _refresh(self, *events):
-        """While paused, show the effect of a changed β, γ, … on the current state."""
-        if self.playing or not self._ready or self.sim.status != RUNNING:
+        """Show the effect of a changed β, γ, … on the current state: while paused at
+        once, while playing at the next tick (without waiting for the frame cap)."""
+        if self.playing:
+            self._urgent = True
+            return
+        if not self._ready or self.sim.status != RUNNING:
             return
         self.sim.advance(0)  # takes the new settings in, continuing from the current state
         frame = self.sim.frame()
@@ -331,15 +336,19 @@ class Dashboard(pn.viewable.Viewer):
         # half a callback period of slack, so a 40 frames/s cap is not rounded down
         # to the callback grid (10 ms period: 40 ms = 25 frames/s)
         slack = self.period / 2000
-        if self._callback is not None and now - self._last_frame < 1.0 / self.max_fps - slack:
+        urgent = self._urgent  # a changed setting: one frame skips the cap and one
+        # place of the in-flight limit, so it does not wait behind the frame rate
+        if (not urgent and self._callback is not None
+                and now - self._last_frame < 1.0 / self.max_fps - slack):
             return
         if self._flow_control:
             session = getattr(self._session_context, "session", None)
             if session is not None and session.connection_count == 0:
                 return  # the page is gone: send nothing until the session ends
             behind = self._frame_id - self._acked
-            if behind > MAX_IN_FLIGHT and now - self._ack_time < ACK_TIMEOUT:
+            if behind > MAX_IN_FLIGHT + urgent and now - self._ack_time < ACK_TIMEOUT:
                 return
+        self._urgent = False
         self._last_frame = now
         self.advance_frame()
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -260,3 +261,36 @@ def test_beta_change_while_paused_redraws_the_softmax_without_advancing(dash):
     after = dash.heatmaps.softmax.data["image"][0]
     assert not np.allclose(before, after)
     assert dash.sim.t == t and len(dash.timeseries.source.data["t"]) == rows
+
+
+def test_setting_changed_while_playing_is_sent_at_the_next_tick(dash):
+    """A β change skips the frame cap and takes one extra place of the in-flight limit,
+    once; otherwise the cap and the limit hold (browser attached, flow control on)."""
+    from app.dashboard import MAX_IN_FLIGHT
+
+    dash.playing = True
+    dash._callback, dash._flow_control = object(), True  # as with a page attached
+    dash.tick()
+    sent = dash._frame_id
+    dash._acked = sent  # the page keeps up
+    dash.tick()  # within 1/max_fps of the last frame: nothing sent
+    assert dash._frame_id == sent
+    dash.settings.beta = 2.5
+    dash.tick()  # the change goes at once, computed with the new β
+    assert dash._frame_id == sent + 1
+    assert dash.heatmaps.softmax.data["beta"][0] == 2.5
+    dash.tick()  # and only once
+    assert dash._frame_id == sent + 1
+    # the page is MAX_IN_FLIGHT + 1 frames behind (and acknowledged lately): a plain
+    # tick waits, a change goes, once
+    dash._acked = dash._frame_id - (MAX_IN_FLIGHT + 1)
+    dash._ack_time, dash._last_frame = time.perf_counter(), 0.0
+    dash.tick()
+    assert dash._frame_id == sent + 1
+    dash.settings.beta = 3.0
+    dash.tick()
+    assert dash._frame_id == sent + 2
+    dash._last_frame = 0.0
+    dash.settings.beta = 3.5  # now MAX_IN_FLIGHT + 2 behind: even a change waits
+    dash.tick()
+    assert dash._frame_id == sent + 2
