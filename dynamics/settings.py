@@ -200,6 +200,20 @@ class Settings(param.Parameterized):
         doc="A run whose feature norm exceeds this stops as diverged.",
     )
 
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._changes = 0
+        self.param.watch(self._count_change, self.names())
+
+    def _count_change(self, *events) -> None:
+        self._changes += 1
+
+    @property
+    def changes(self) -> int:
+        """How many times a setting changed value since construction: a reader that
+        saw the same count sees the same settings (a cheap test before rereading them)."""
+        return self._changes
+
     @property
     def relaxation_rate(self) -> float:
         """λ = γ/β, the decay rate of the logits (MODEL.md §3)."""

@@ -177,7 +177,9 @@ class Simulation:
     def _restart(self) -> None:
         """:meth:`reset` without building the frame."""
         s = self.settings
+        self._seen_changes = s.changes
         self._built = {k: getattr(s, k) for k in RESTART_SETTINGS}
+        self._dt, self._norm_limit = s.dt, s.norm_limit
         self._energy_key = {k: getattr(s, k) for k in ENERGY_SETTINGS}
         self.status, self.message, self.diverged_at = RUNNING, "", None
         self._engine = None
@@ -207,7 +209,6 @@ class Simulation:
             self.status, self.message = self._engine.status, self._engine.message
             self.diverged_at = self._engine.diverged_at
             return
-        self._dt, self._norm_limit = self.settings.dt, self.settings.norm_limit
         stepper, advance_one = _STEPPERS[self.model], self._advance_one
         chunk, left = _pending_limit(self.state.Z.shape[0]), int(n)
         with np.errstate(over="raise", invalid="raise", divide="raise"):
@@ -273,6 +274,10 @@ class Simulation:
 
     def _sync_settings(self):
         s = self.settings
+        if s.changes == self._seen_changes:  # nothing changed since the last call
+            return
+        self._seen_changes = s.changes
+        self._dt, self._norm_limit = s.dt, s.norm_limit
         if any(getattr(s, k) != v for k, v in self._built.items()):
             self._restart()
             return

@@ -154,3 +154,24 @@ def test_engine_field_is_the_model_equations(model):
         got = f(t, np.stack([X, Y]))
         for g, e in zip(got, expected, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-13)
+
+
+def test_damping_changed_between_advances_takes_effect():
+    """The engine keeps its field between calls; a changed damping rate rebuilds it (the
+    same run as one that had the new rate from that time on)."""
+    from dynamics.inertial.damping import Damping
+    from dynamics.inertial.integrators import rk4_step
+
+    s = Settings(model="linear_accelerated", value_diag="-1", damping="constant", alpha=0.0)
+    eng = InertialEngine(s)
+    eng.advance(5)
+    Z = eng.Z.copy()
+    s.alpha = 2.0
+    eng.advance(5)
+    f = model_field(s.model, eng.A, eng.V, None, Damping.from_settings(s))
+    t = 5 * s.dt
+    for _ in range(5):
+        Z = rk4_step(f, t, Z, s.dt)
+        t += s.dt
+    np.testing.assert_allclose(eng.Z, Z, rtol=1e-13, atol=1e-15)
+    assert eng.frame().diagnostics["damping"] == 2.0

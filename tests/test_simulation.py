@@ -394,3 +394,21 @@ def test_fast_state_constructor_sets_every_field():
     values = {f.name: object() for f in fields(State)}
     fast, slow = _new_state(**values), State(**values)
     assert vars(fast) == vars(slow)
+
+
+def test_settings_count_value_changes_and_a_run_takes_them_in():
+    """``Settings.changes`` moves on a changed value only; a Simulation that advanced with
+    nothing changed still takes a later change in (β here: the same as a fresh run
+    continued from that state with the new β)."""
+    s = Settings(model="canonical", n_tokens=5, dim=3)
+    count = s.changes
+    s.beta = s.beta
+    assert s.changes == count
+    s.beta = 2.0
+    assert s.changes > count
+    sim = Simulation(s)
+    sim.advance(3)
+    sim.advance(2)  # nothing changed: the settings are not reread
+    s.gamma = 7.0
+    sim.advance(1)
+    assert sim.prob.gamma == 7.0 and sim.prob.beta == 2.0

@@ -164,6 +164,9 @@ class InertialEngine:
         self.message = ""
         self.diverged_at: float | None = None
         self.steps = 0
+        self._energy = None  # H of the current state, once measured
+        self._field_changes = None  # settings.changes when the field below was built
+        self._field = None
 
     @property
     def damping(self) -> Damping:
@@ -193,11 +196,15 @@ class InertialEngine:
         if self.status != RUNNING:
             return
         s = self.settings
-        f = model_field(self.model, self.A, self.V, self.B, self.damping)
-        start = self._measure(self.Z)
-        self._energy = start[3] if start is not None else np.inf
+        if self._field_changes != s.changes:  # the damping schedule may have changed
+            self._field_changes = s.changes
+            self._field = model_field(self.model, self.A, self.V, self.B, self.damping)
+        f = self._field
+        if self._energy is None:
+            start = self._measure(self.Z)
+            self._energy = start[3] if start is not None else np.inf
+        h, limit = s.dt, s.norm_limit
         for _ in range(int(n)):
-            h, limit = s.dt, s.norm_limit
             with np.errstate(over="ignore", invalid="ignore", under="ignore"):
                 Z = rk4_step(f, self.t, self.Z, h)
             vals = self._measure(Z)
