@@ -6,8 +6,18 @@ from scipy.integrate import solve_ivp
 
 from dynamics import Simulation
 from dynamics.frame import DIVERGED, RUNNING
-from dynamics.inertial import InertialEngine, model_field, softmax_kernel
+from dynamics.inertial import (
+    InertialEngine,
+    inertial_dissipation,
+    inertial_force,
+    inertial_hamiltonian,
+    inertial_kinetic,
+    inertial_velocity,
+    model_field,
+    softmax_kernel,
+)
 from dynamics.inertial.accelerated import accelerated_force, accelerated_velocity
+from dynamics.inertial.engine import energies
 from dynamics.inertial.linear import linear_velocity
 from dynamics.settings import PART_II_MODELS, Settings
 
@@ -130,8 +140,7 @@ def test_runaway_momenta_stop_the_run_with_finite_diagnostics():
     assert np.all(np.isfinite(frame.momenta)) and np.all(np.isfinite(frame.features))
 
 
-@pytest.mark.parametrize("model", ["linear", "linear_accelerated", "softmax_first_order",
-                                   "softmax_momentum"])
+@pytest.mark.parametrize("model", PART_II_MODELS)
 def test_engine_field_is_the_model_equations(model):
     """The engine's field (products shared between terms, a reused buffer) equals the
     equations as the model modules write them (MODEL.md §10–§13), term by term."""
@@ -149,11 +158,21 @@ def test_engine_field_is_the_model_equations(model):
                                -rate * Y + accelerated_force(X, Y, eng.A, eng.V)),
         "softmax_first_order": (softmax_kernel(X, eng.A) @ (X @ eng.V), np.zeros_like(Y)),
         "softmax_momentum": (Y, -rate * Y + softmax_kernel(X, eng.A) @ (X @ eng.V)),
+        "softmax_inertial": None,  # needs B = V A⁻¹, which only this model has
     }[model]
+    if model == "softmax_inertial":
+        expected = (inertial_velocity(X, Y, eng.A, eng.B),
+                    -rate * Y + inertial_force(X, Y, eng.A, eng.B))
     for _ in range(2):  # the second call reuses the field's buffers
         got = f(t, np.stack([X, Y]))
         for g, e in zip(got, expected, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-13)
+    if model == "softmax_inertial":  # and the energies of its stop tests, at once
+        reference = (inertial_hamiltonian(X, Y, eng.A, eng.B),
+                     inertial_kinetic(X, Y, eng.A, eng.B),
+                     inertial_dissipation(X, Y, eng.A, eng.B))
+        assert energies(model, X, Y, eng.A, eng.V, eng.B) == pytest.approx(reference,
+                                                                         rel=1e-12)
 
 
 def test_damping_changed_between_advances_takes_effect():

@@ -10,6 +10,7 @@ from dynamics.inertial import (
     inertial_dissipation,
     inertial_force,
     inertial_hamiltonian,
+    inertial_kinetic,
     inertial_velocity,
     log_partition,
     momentum_field,
@@ -18,6 +19,7 @@ from dynamics.inertial import (
     softmax_velocity,
     value_kernel_ratio,
 )
+from dynamics.inertial.softmax import inertial_energies, inertial_parts
 from dynamics.integrators import Workspace
 
 FAST = settings(max_examples=10, deadline=None,
@@ -149,3 +151,28 @@ def test_shifted_softmax_field_is_finite_where_plain_exponentials_overflow():
     expected = softmax_kernel(X, A) @ (X @ V)
     got = softmax_velocity(X, A, V, Workspace(), spd=True)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+
+
+def test_fused_inertial_field_equals_the_two_terms_at_any_scale():
+    """inertial_parts (one score product, per-row shifts) gives inertial_velocity and
+    inertial_force, and inertial_energies the three energies, from moderate scores to
+    scores whose exponentials overflow (then the same ±inf, never NaN, no FP error)."""
+    X, Y, A, V, B = setup(1, n=5, d=3)
+    work = Workspace()
+    for scale in (0.3, 1.0, 3.0, 30.0, 300.0):
+        Xs = scale * X
+        with np.errstate(all="raise"):
+            v, F = inertial_parts(Xs, Y, A, B, work)
+            energies = inertial_energies(Xs, Y, A, B)
+        with np.errstate(over="ignore", under="ignore"):
+            F_ref = inertial_force(Xs, Y, A, B)
+            reference = (inertial_hamiltonian(Xs, Y, A, B), inertial_kinetic(Xs, Y, A, B),
+                         inertial_dissipation(Xs, Y, A, B))
+        np.testing.assert_allclose(v, inertial_velocity(Xs, Y, A, B), rtol=1e-12, atol=0)
+        assert not np.any(np.isnan(F))
+        finite = np.isfinite(F_ref)
+        np.testing.assert_array_equal(np.isfinite(F), finite)
+        np.testing.assert_array_equal(np.sign(F[~finite]), np.sign(F_ref[~finite]))
+        np.testing.assert_allclose(F[finite], F_ref[finite], rtol=1e-11, atol=1e-300)
+        assert energies == pytest.approx(reference, rel=1e-12)
+    assert not np.all(finite)  # the largest scale overflows

@@ -33,11 +33,8 @@ from .integrators import RK4_ORDER, rk4_step
 from .linear import linear_velocity
 from .matrices import model_matrices, value_kernel_ratio
 from .softmax import (
-    inertial_dissipation,
-    inertial_force,
-    inertial_hamiltonian,
-    inertial_kinetic,
-    inertial_velocity,
+    inertial_energies,
+    inertial_parts,
     softmax_kernel,
     softmax_velocity,
 )
@@ -95,8 +92,9 @@ def model_field(model: str, A: np.ndarray, V: np.ndarray, B: np.ndarray | None,
     elif model == "softmax_inertial":
         def f(t, Z):
             X, Y = Z
-            return pack(inertial_velocity(X, Y, A, B),
-                        -damping.rate(t) * Y + inertial_force(X, Y, A, B))
+            dX, force = inertial_parts(X, Y, A, B, work)
+            force -= damping.rate(t) * Y
+            return pack(dX, force)
     elif model == "softmax_momentum":
         def f(t, Z):
             X, Y = Z
@@ -114,8 +112,7 @@ def energies(model: str, X, Y, A, V, B) -> tuple[float, float, float]:
         return (accelerated_hamiltonian(X, Y, A, V), accelerated_kinetic(X, Y, A),
                 accelerated_dissipation(X, Y, A))
     if model == "softmax_inertial":
-        return (inertial_hamiltonian(X, Y, A, B), inertial_kinetic(X, Y, A, B),
-                inertial_dissipation(X, Y, A, B))
+        return inertial_energies(X, Y, A, B)
     if model == "softmax_momentum":
         k = 0.5 * float(np.sum(Y * Y))
         return 0.0, k, 2.0 * k

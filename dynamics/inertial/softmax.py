@@ -74,22 +74,18 @@ def _exp(x: float) -> float:
 _BOUND_GAP = 50.0
 
 
-def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
-                     work: Workspace | None = None, *, spd: bool = False) -> np.ndarray:
-    """First-order softmax flow ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d).
+def _shifted_exponentials(X: np.ndarray, XA: np.ndarray, work: Workspace | None, name: str,
+                          *, spd: bool):
+    """``E_ij = e^{s_ij − b_i}`` for the scores ``s_ij = x_iᵀ A x_j`` (``XA = X A``) and
+    the row shifts ``b`` (N,), from one product: ``s_ij − b_i = [x_iᵀA, −b_i]·[x_j, 1]``.
 
-    Two products and one exponential over the N×N weights: the shifted scores
-    ``s_ij − b_i = [x_iᵀA, −b_i]·[x_j, 1]`` come out of one product, and
-    ``[Σ_j e_ij V x_j, Σ_j e_ij]`` (numerators and row sums) out of the other. When
-    ``A`` is known to be symmetric positive definite (``spd=True``, as the engine's
-    kernels are), ``b_i = √(a_i) max_j √(a_j)`` with
-    ``a_i = x_iᵀ A x_i`` bounds the row (Cauchy–Schwarz), so nothing overflows, and
-    the row holds ``s_ii = a_i ≥ b_i − gap``, so nothing important underflows while
-    the gap is small; otherwise (or for another ``A``) the exact row maxima are used.
-    ``work`` keeps the N×N buffer between calls.
+    When ``A`` is known to be symmetric positive definite (``spd=True``),
+    ``b_i = √(a_i) max_j √(a_j)`` with ``a_i = x_iᵀ A x_i`` bounds the row
+    (Cauchy–Schwarz), so nothing overflows, and the row holds ``s_ii = a_i ≥ b_i − gap``,
+    so nothing important underflows while the gap is small; otherwise (or for another
+    ``A``) the exact row maxima are used. ``work`` keeps the N×N buffer under ``name``.
     """
     n, d = X.shape
-    XA = X @ A
     L = np.empty((n, d + 1))
     L[:, :d] = XA
     R = np.empty((n, d + 1))
@@ -98,21 +94,108 @@ def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
     exact = True
     if spd:
         root = np.sqrt(np.maximum(np.vecdot(XA, X), 0.0))
-        a = root * root
         b = root * root.max()
-        if float((b - a).max()) <= _BOUND_GAP:
+        if float((b - root * root).max()) <= _BOUND_GAP:
             L[:, d] = -b
             exact = False
     if exact:
         L[:, d] = 0.0
-    E = np.matmul(L, R.T, out=None if work is None else work.get("softmax.E", (n, n)))
+    E = np.matmul(L, R.T, out=None if work is None else work.get(name, (n, n)))
     if exact:
-        E -= E.max(axis=1, keepdims=True)
+        b = E.max(axis=1)
+        E -= b[:, None]
     with np.errstate(under="ignore"):
         np.exp(E, out=E)
+    return E, b
+
+
+def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
+                     work: Workspace | None = None, *, spd: bool = False) -> np.ndarray:
+    """First-order softmax flow ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d).
+
+    Two products and one exponential over the N×N weights: the shifted exponentials
+    of :func:`_shifted_exponentials` (``spd`` as there), and ``[Σ_j e_ij V x_j, Σ_j e_ij]``
+    (numerators and row sums) out of the other. ``work`` keeps the N×N buffer between
+    calls.
+    """
+    n, d = X.shape
+    E, _ = _shifted_exponentials(X, X @ A, work, "softmax.E", spd=spd)
+    R = np.empty((n, d + 1))
     R[:, :d] = X @ V
+    R[:, d] = 1.0
     out = E @ R
     return out[:, :d] / out[:, d:]
+
+
+def _inertial_partition(X, Y, A, B, work):
+    """``(XA, E, b, log z, q, 1/z)`` of the inertial model at ``(X, Y)``: one score product
+    and one exponential (``A`` is SPD, so ``z_i ≥ e^{a_i} ≥ 1``)."""
+    XA = X @ A
+    E, b = _shifted_exponentials(X, XA, work, "inertial.E", spd=True)
+    logz = np.log(E @ np.ones(X.shape[0]))
+    logz += b
+    YB = Y @ B
+    q = np.vecdot(YB, Y)
+    with np.errstate(under="ignore"):
+        inv_z = np.exp(-logz)
+    return XA, E, b, logz, q, inv_z, YB
+
+
+def inertial_parts(X: np.ndarray, Y: np.ndarray, A: np.ndarray, B: np.ndarray,
+                   work: Workspace | None = None):
+    """:func:`inertial_velocity` and :func:`inertial_force` at once, from one score product,
+    one exponential and one product of width 2d (``A`` symmetric positive definite):
+
+        ``F_i = (N/2) e^{b_i} [(r_i + 2) Σ_j E_ij A x_j + Σ_j E_ij r_j A x_j]``
+
+    with ``E_ij = e^{s_ij − b_i} ≤ 1`` and ``r = q / z² ≤ q`` (``z ≥ 1``); the row scales
+    ``e^{b_i}`` are brought to one ``e^{max b}``, which alone can overflow (then the
+    force is ``±inf`` where it is not zero, as :func:`inertial_force` gives).
+    ``work`` keeps the N×N buffer between calls.
+
+    Returns
+    -------
+    velocity, force : ndarray, shape (N, d)
+    """
+    n, d = X.shape
+    with np.errstate(under="ignore"):  # tiny weights and 1/z: negligible terms
+        XA, E, b, logz, q, inv_z, YB = _inertial_partition(X, Y, A, B, work)
+        velocity = YB
+        velocity *= n * inv_z[:, None]
+        r = q * inv_z
+        r *= inv_z
+        R = np.empty((n, 2 * d))
+        R[:, :d] = XA
+        np.multiply(XA, r[:, None], out=R[:, d:])
+        UV = E @ R
+        G = UV[:, :d]
+        G *= (r + 2.0)[:, None]
+        G += UV[:, d:]
+        M = float(b.max())
+        G *= (0.5 * n) * np.exp(b - M)[:, None]
+    scale = _exp(M)
+    if np.isfinite(scale):
+        with np.errstate(over="ignore"):
+            return velocity, G * scale
+    return velocity, np.copysign(np.where(G == 0, 0.0, np.inf), G)
+
+
+def inertial_energies(X: np.ndarray, Y: np.ndarray, A: np.ndarray, B: np.ndarray,
+                      work: Workspace | None = None) -> tuple[float, float, float]:
+    """:func:`inertial_hamiltonian`, :func:`inertial_kinetic` and
+    :func:`inertial_dissipation` at once, from one score product and one exponential."""
+    n = X.shape[0]
+    with np.errstate(under="ignore"):
+        _, _, _, logz, q, inv_z, _ = _inertial_partition(X, Y, A, B, work)
+        kinetic = 0.5 * n * float(np.vecdot(q, inv_z))
+    return kinetic + _potential(logz, n), kinetic, 2.0 * kinetic
+
+
+def _potential(logz: np.ndarray, n: int) -> float:
+    """``−(N/2) Σ_i z_i`` from ``log z`` (``−inf`` if not representable)."""
+    m = float(logz.max())
+    with np.errstate(under="ignore"):
+        return -0.5 * n * _exp(m) * float(np.sum(np.exp(logz - m)))
 
 
 def inertial_velocity(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
@@ -164,10 +247,7 @@ def inertial_kinetic(X, Y, A, B) -> float:
 
 def inertial_potential(X, A) -> float:
     """``−(N/2) Σ_ij e^{x_iᵀ A x_j} = −(N/2) Σ_i z_i`` (``−inf`` if not representable)."""
-    logz = log_partition(X, A)
-    m = float(logz.max())
-    with np.errstate(under="ignore"):
-        return -0.5 * X.shape[0] * _exp(m) * float(np.sum(np.exp(logz - m)))
+    return _potential(log_partition(X, A), X.shape[0])
 
 
 def inertial_hamiltonian(X, Y, A, B) -> float:

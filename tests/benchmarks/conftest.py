@@ -105,6 +105,10 @@ MODEL_FLOORS: dict[str | None, tuple[tuple[str, int], ...]] = {
     "softmax_first_order": (("score", 1), ("apply", 1)) * 4,
     # the same field v(X) at each stage (ẋ = y needs no product)
     "softmax_momentum": (("score", 1), ("apply", 1)) * 4,
+    # each stage the scores x_iᵀ A x_j (log z from their exponentials) and the weights
+    # applied to [A x_j | r_j A x_j] (both sums of the force); at the end the scores
+    # again for log z, which the energy check of a dissipative model needs
+    "softmax_inertial": (("score", 1), ("apply", 2)) * 4 + (("score", 1),),
     # each stage XᵀX (second moment) and X (A S V); the stop test's λ_max(S) at the end
     "linear": (("gram", 1), ("mix", 1)) * 4 + (("gram", 1),),
     # each stage G = XᵀY, X (A G), Y (GᵀA) and X V; at the end the stop tests' XᵀX

@@ -24,10 +24,12 @@ from .conftest import MODEL_FLOORS, floor_units, matmul_floor, model_floor, reco
 DIM = 16
 SIZES = (64, 256, 1024)
 #: Settings a model needs to keep running while timed: with V = I the linear models
-#: blow up at t = 1/(2 a v s0) = 1 (MODEL.md §11); V = -I exists globally.
-#: (softmax_inertial diverges within a few steps at d = 16 for every dt, kernel and
-#: second moment tried, and is reported as skipped.)
-OVERRIDES = {"linear": {"value_diag": "-1"}, "linear_accelerated": {"value_diag": "-1"}}
+#: blow up at t = 1/(2 a v s0) = 1 (MODEL.md §11); V = -I exists globally. The inertial
+#: softmax model blows up within t ≈ 0.005 at N = 1024, d = 16 (sooner for larger N and
+#: s0): a small cloud and dt = 1e-5 keep it running for the few hundred timed steps
+#: (the cost of a step does not depend on them).
+OVERRIDES = {"linear": {"value_diag": "-1"}, "linear_accelerated": {"value_diag": "-1"},
+             "softmax_inertial": {"second_moment": 0.03, "dt": 1e-5}}
 
 
 def _part_two_runs() -> bool:
