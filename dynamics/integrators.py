@@ -268,9 +268,10 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
     dissipation rate is ``D(u) = (λ/β) u² V(u)`` with ``V(u) = Var_{A(u)}(W)`` summed over
     rows, and ``dV/du = κ₃(u)``, the third cumulant of ``W`` under ``A(u)``
     (``∂_u log A(u) = W − E_{A(u)} W``). The time average
-    ``⟨D⟩ = D_E + (1/λτ) ∫_E^1 (D(u) − D_E)/u du`` is integrated by the trapezoid rule with
-    the Euler–Maclaurin end correction ``H²/12 (f′(E) − f′(1))``, order 4 like Simpson's
-    rule, whose derivatives need only ``κ₃`` at the two ends. One panel (no sample inside)
+    ``⟨D⟩ = (1/λτ) ∫_E^1 D(u)/u du = (λ/β)(1/λτ) ∫_E^1 F(u) du`` with ``F = u V``, smooth on
+    [0, 1] for any ``λτ``, is integrated by the trapezoid rule with the Euler–Maclaurin
+    end correction ``H²/12 (F′(E) − F′(1))``, ``F′ = V + u κ₃``: order 4 like Simpson's
+    rule, with derivatives that need only ``κ₃`` at the two ends. One panel (no sample inside)
     serves while attention stays near its target, which saves the exponentials of the
     midpoint Simpson would need; far from it the panels grow with ``(1 − E)·max osc(W)``
     (:func:`_trapezoid_panels`).
