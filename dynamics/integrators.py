@@ -253,8 +253,9 @@ def _simpson_nodes(x, panels):
 def _trapezoid_panels(spread):
     """Panels of the corrected trapezoid rule of :func:`relax_to_target`: two per panel of
     :func:`_simpson_panels`, so the same samples as Simpson's rule once it needs more than
-    one panel. On the same nodes its error, ``H⁴/720 ∫f⁗``, is a quarter of Simpson's
-    ``(H/2)⁴/180 ∫f⁗``; its single panel, up to ``spread`` 0.75, needs no sample inside."""
+    one panel. On the same nodes (spacing ``H``) its error, ``H⁴/720 ∫F⁗``, is a quarter
+    of Simpson's ``H⁴/180 ∫F⁗``; its single panel, up to ``spread`` 0.75, needs no sample
+    inside."""
     return int(min(64, max(1, math.ceil(spread / 0.75))))
 
 
