@@ -9,7 +9,8 @@
   frozen relaxation, used to carry fast transients exactly.
 * :func:`relax_to_target` — the relaxation of the cotangent lift, in one sweep over row
   blocks; its dissipation by the corrected trapezoid rule, which needs no sample inside
-  the step while attention stays near its target.
+  the step while attention stays near its target. :func:`relax_chain` does several
+  successive ones towards the same target in one sweep.
 * :func:`verlet` and :func:`heun` — order-2 steps for the features.
 
 Each stepper declares its order in :data:`ORDER`; the tests measure it.
@@ -318,6 +319,27 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
     """
     if (D0 is None) != (K0 is None):
         raise ValueError("D0 and K0 are given together")
+    return relax_chain(Z, T, beta, lam, (tau,), A0, D0=D0, K0=K0, centre=centre, work=work,
+                       outs=None if out is None else (out,))[0]
+
+
+def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, work=None,
+                outs=None):
+    """Successive relaxations of durations ``taus`` towards the same frozen target ``T``,
+    each continuing from the previous one's end, in one sweep over row blocks: the
+    results of :func:`relax_to_target` for each (same parameters; ``outs`` one pair of
+    arrays per relaxation, or None).
+
+    All of them lie on the one exact path ``Z(u) = T + u W`` (``W = Z − T``): relaxation
+    ``s`` covers ``u`` from ``U_s`` down to ``U_{s+1} = U_s e^{−λτ_s}`` (``U_0 = 1``), so
+    each block of rows computes ``W`` and its powers once for all of them.
+
+    Returns
+    -------
+    list of tuples ``(Z_end, A_end, D_start, D_end, mean_D, K_end)``, one per relaxation.
+    """
+    if (D0 is None) != (K0 is None):
+        raise ValueError("D0 and K0 are given together")
     work = Workspace() if work is None else work
     N, n = Z.shape
     rows = max(1, min(N, _BLOCK_ELEMENTS // max(n, 1)))
@@ -326,8 +348,14 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
     Zm = work.get("rt.Zm", bshape)
     ones = np.ones(n)
     hi, lo = np.empty(N), np.empty(N)
-    rate, x = lam / beta, lam * tau
-    Z_end, A_end = (np.empty(Z.shape), np.empty(Z.shape)) if out is None else out
+    rate = lam / beta
+    xs = [lam * tau for tau in taus]
+    Es = [math.exp(-x) for x in xs]
+    U = [1.0]  # where each relaxation starts on the path
+    for E in Es:
+        U.append(U[-1] * E)
+    if outs is None:
+        outs = [(np.empty(Z.shape), np.empty(Z.shape)) for _ in taus]
 
     def exponentials(Zk, Ek, s):
         """``exp(Zk)`` (rows at most 0) into ``Ek``, its row sums into ``s``; a row whose
@@ -341,10 +369,12 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
             Ek[bad] = np.exp(Zb)  # a row constant of Zk changes no attention
             np.matmul(Ek, ones, out=s)
 
-    def sweep(u):
+    def sweep(samples):
         """Row sums ``Σ E W^p`` (p = 0…3; p = 3 at the ends only) of the unnormalised
-        weights ``E`` at the nodes ``u`` (the last, u = 1, from ``A0``), block by block."""
-        sums = np.zeros((4, len(u), N))
+        weights ``E`` at the path points ``samples`` (``(u, out)``: ``out`` the arrays of a
+        relaxation's end, None inside one) and at ``u = 1`` from ``A0`` (the last),
+        block by block."""
+        sums = np.zeros((4, len(samples) + 1, N))
         sums[0, -1] = 1.0
         for r0 in range(0, N, rows):
             r1 = min(N, r0 + rows)
@@ -355,15 +385,15 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
             _min_reduce(w, 1, out=lo[r0:r1])
             w2 = np.multiply(w, w, out=W2[:k_rows])
             w3 = np.multiply(w2, w, out=W3[:k_rows])
-            for k in range(len(u) - 1):
-                Zk, Ek = (Z_end[r0:r1], A_end[r0:r1]) if k == 0 else (Zm[:k_rows],) * 2
-                np.multiply(w, u[k] - 1.0, out=Zk)  # Z − (1 − u) W
+            for k, (u, out) in enumerate(samples):
+                Zk, Ek = (out[0][r0:r1], out[1][r0:r1]) if out else (Zm[:k_rows],) * 2
+                np.multiply(w, u - 1.0, out=Zk)  # Z − (1 − u) W
                 Zk += Zb
                 s = sums[0, k, r0:r1]
                 exponentials(Zk, Ek, s)
                 np.vecdot(Ek, w, out=sums[1, k, r0:r1])
                 np.vecdot(Ek, w2, out=sums[2, k, r0:r1])
-                if k == 0:
+                if out:
                     np.vecdot(Ek, w3, out=sums[3, k, r0:r1])
                     Ek *= np.divide(1.0, s)[:, None]
                     if centre:
@@ -376,35 +406,51 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
         mean, m2, m3 = sums[1], sums[2], sums[3]
         var = m2 - mean * mean
         k3 = m3 - mean * (3.0 * m2 - 2.0 * mean * mean)
-        return var.sum(axis=1), k3[[0, -1]].sum(axis=1)  # Σ_i V_i(u_k); Σ_i κ₃ at E and 1
+        return var.sum(axis=1), k3.sum(axis=1)  # Σ_i over rows, per sample (κ₃: ends only)
 
     hints = work.hints
-    panels = hints.get("rt.panels", 1)
+    panels = [hints.get(f"rt.panels.{s}", 1) for s in range(len(taus))]
     while True:
-        E = math.exp(-x)
-        u = np.linspace(E, 1.0, panels + 1).tolist()
-        u[-1] = 1.0
-        V, (k3_end, k3_start) = sweep(u)
-        needed = _trapezoid_panels((1.0 - E) * float(np.max(hi - lo)))
+        nodes, samples = [], []  # per relaxation: its nodes u′ (E … 1) and sample indices
+        for s, (E, m) in enumerate(zip(Es, panels, strict=True)):
+            u = np.linspace(E, 1.0, m + 1).tolist()
+            u[-1] = 1.0
+            nodes.append(u)
+            samples.append((U[s] * E, outs[s]))  # its end ...
+            samples.extend((U[s] * uk, None) for uk in u[1:-1])  # ... and inside
+        V, k3 = sweep(samples)
+        osc = float(np.max(hi - lo))
+        needed = [_trapezoid_panels((1.0 - E) * U[s] * osc) for s, E in enumerate(Es)]
         if needed == panels:
             break
-        panels = hints["rt.panels"] = needed
-    D_end = rate * E * E * float(V[0])
-    K_end = rate * E**3 * float(k3_end)
+        panels = needed
+        hints.update({f"rt.panels.{s}": m for s, m in enumerate(panels)})
+
+    results, at = [], 0
     if D0 is None:
-        D_start, K_start = rate * float(V[-1]), rate * float(k3_start)
+        D_start, K_start = rate * float(V[-1]), rate * float(k3[-1])
     else:
         D_start, K_start = D0, K0
-    # ⟨D⟩ = (1/x) ∫_E^1 D(u)/u du = (λ/β)(1/x) ∫_E^1 F(u) du with F = u V, smooth on
-    # [0, 1], and F′ = V + u κ₃: trapezoid plus H²/12 (F′(E) − F′(1)); H/x = φ₁(x)/panels
-    H = (1.0 - E) / panels
-    inner = 0.5 * (rate * E * float(V[0]) + D_start)
-    for k in range(1, panels):
-        inner += rate * u[k] * float(V[k])
-    slope_end = rate * (float(V[0]) + E * float(k3_end))
-    slope_start = D_start + K_start
-    mean_D = phi1(x) / panels * (inner + H / 12.0 * (slope_end - slope_start))
-    return Z_end, A_end, D_start, D_end, mean_D, K_end
+    for s, (E, x, u, m) in enumerate(zip(Es, xs, nodes, panels, strict=True)):
+        # relaxation s in its own variable u′: W_s = U_s W, V_s(u′) = U_s² V(U_s u′),
+        # κ₃ of W_s = U_s³ κ₃(U_s u′)
+        Us2 = U[s] * U[s]
+        V_end, k3_end = Us2 * float(V[at]), Us2 * U[s] * float(k3[at])
+        D_end = rate * E * E * V_end
+        K_end = rate * E**3 * k3_end
+        # ⟨D⟩ = (1/x) ∫_E^1 D(u′)/u′ du′ = (λ/β)(1/x) ∫_E^1 F du′ with F = u′ V_s, smooth
+        # on [0, 1], F′ = V_s + u′ κ₃: trapezoid plus H²/12 (F′(E) − F′(1)); H/x = φ₁(x)/m
+        H = (1.0 - E) / m
+        inner = 0.5 * (rate * E * V_end + D_start)
+        for k in range(1, m):
+            inner += rate * u[k] * Us2 * float(V[at + k])
+        slope_end = rate * (V_end + E * k3_end)
+        slope_start = D_start + K_start
+        mean_D = phi1(x) / m * (inner + H / 12.0 * (slope_end - slope_start))
+        results.append((*outs[s], D_start, D_end, mean_D, K_end))
+        D_start, K_start = D_end, K_end
+        at += m
+    return results
 
 
 def relax(Z, S_hat, beta, lam, h, A0=None, *, D0=None, work=None, out=None):

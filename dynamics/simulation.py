@@ -39,6 +39,7 @@ from .integrators import (
     exp_trapezoid,
     logit_coefficients,
     logit_step,
+    relax_chain,
     relax_to_target,
     relaxation_averages,
 )
@@ -418,18 +419,25 @@ class Simulation:
         """``R(h/2) ∘ Heun(h) ∘ R(h/2)``: relaxations with the effective scores frozen.
 
         The targets ``βŜ`` are kept with row maxima 0 (row constants change no
-        attention), as :func:`relax_to_target` needs; the end one is reused by the
-        next step's first relaxation.
+        attention), as :func:`relax_to_target` needs. The end one is also the target of
+        the next step's first relaxation, which continues the same exact path: it is
+        computed in the same sweep as this step's second one (:func:`relax_chain`) and
+        kept in the new state's cache, for a next step of the same ``h``.
         """
         prob, work = self.prob, self._work
         beta, lam, shape = prob.beta, prob.relaxation_rate, st.Z.shape
         cache = st.cache or {}
-        target0 = cache.get("target")
-        if target0 is None:
-            target0 = self._lift_target(st.X, st.P)
-        Zh, Ah, _, _, mean_d1, _ = relax_to_target(
-            st.Z, target0, beta, lam, h / 2, st.A, D0=cache.get("D"), K0=cache.get("K"),
-            centre=False, work=work, out=(work.get("lift.Zh", shape), work.get("lift.Ah", shape)))
+        half = cache.get("half")
+        if half is not None and half[0] == h:
+            _, Zh, Ah, mean_d1 = half
+        else:
+            target0 = cache.get("target")
+            if target0 is None:
+                target0 = self._lift_target(st.X, st.P)
+            Zh, Ah, _, _, mean_d1, _ = relax_to_target(
+                st.Z, target0, beta, lam, h / 2, st.A, D0=cache.get("D"), K0=cache.get("K"),
+                centre=False, work=work,
+                out=(work.get("lift.Zh", shape), work.get("lift.Ah", shape)))
         # Heun's method for (X, P) with A frozen
         X0, P0 = st.X, st.P
         kx1, kp1 = self._lift_rhs(X0, P0, Ah)
@@ -439,13 +447,15 @@ class Simulation:
         X1 = X0 + (0.5 * h) * kx1
         P1 = P0 + (0.5 * h) * kp1
         target1 = self._lift_target(X1, P1)
-        Z1, A1, _, D1, mean_d2, K1 = relax_to_target(
-            Zh, target1, beta, lam, h / 2, Ah, centre=False, work=work,
-            out=(work.recycled("lift.Z", shape), work.recycled("lift.A", shape)))
+        (Z1, A1, _, D1, mean_d2, K1), (Zh1, Ah1, _, _, mean_d1_next, _) = relax_chain(
+            Zh, target1, beta, lam, (h / 2, h / 2), Ah, centre=False, work=work,
+            outs=((work.recycled("lift.Z", shape), work.recycled("lift.A", shape)),
+                  (work.recycled("lift.Zh", shape), work.recycled("lift.Ah", shape))))
         # the scheme never needs S(X₁): computed when asked for (_scores)
         return State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=None, S_dot=st.S_dot, B=st.B,
                      dissipated=st.dissipated + 0.5 * h * (mean_d1 + mean_d2), work=st.work,
-                     cache={"target": target1, "D": D1, "K": K1})
+                     cache={"target": target1, "D": D1, "K": K1,
+                            "half": (h, Zh1, Ah1, mean_d1_next)})
 
     # canonical and value matching ---------------------------------------------
     def _force(self, X, A, XM=None, XMt=None):

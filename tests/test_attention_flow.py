@@ -18,6 +18,7 @@ from dynamics.integrators import (
     Workspace,
     logit_step,
     relax,
+    relax_chain,
     relax_to_target,
     relaxation_averages,
 )
@@ -220,6 +221,30 @@ def test_blocked_relaxation_follows_the_exact_path(N):
         given = relax_to_target(Z1, T, beta, lam_h, 0.3, A1, D0=D1, K0=K1, work=work)
         computed = relax_to_target(Z1, T, beta, lam_h, 0.3, A1, work=work)
         assert given[2:] == pytest.approx(computed[2:], rel=1e-9, abs=1e-13)
+
+
+@pytest.mark.parametrize("N", [5, 300])
+def test_relaxation_chain_is_the_successive_relaxations(N):
+    """relax_chain (one sweep for relaxations continuing towards the same target) gives
+    what relax_to_target gives called once per relaxation, each from the last's end,
+    with their rates passed on; panel counts differ between the relaxations."""
+    rng = np.random.default_rng(6)
+    beta = 1.5
+    T = beta * rng.standard_normal((N, N))
+    T -= T.max(axis=1, keepdims=True)
+    Z = 3.0 * rng.standard_normal((N, N))
+    Z -= Z.max(axis=1, keepdims=True)
+    A = en.rowsoftmax(Z)
+    for lam, taus in ((0.3, (0.5, 0.5)), (2.0, (1.0, 0.01, 3.0)), (40.0, (1.0, 1.0))):
+        chain = relax_chain(Z, T, beta, lam, taus, A, work=Workspace())
+        Zs, As, D0, K0, work = Z, A, None, None, Workspace()
+        for got, tau in zip(chain, taus, strict=True):
+            Zs, As, *rates, K0 = relax_to_target(Zs, T, beta, lam, tau, As, D0=D0, K0=K0,
+                                                 work=work)
+            D0 = rates[1]
+            np.testing.assert_allclose(got[0], Zs, rtol=0, atol=1e-12 * (1 + np.abs(Zs).max()))
+            np.testing.assert_allclose(got[1], As, rtol=1e-11, atol=1e-15)
+            assert got[2:] == pytest.approx((*rates, K0), rel=1e-9, abs=1e-13)
 
 
 def test_blocked_relaxation_quadrature_is_fourth_order(monkeypatch):
