@@ -317,8 +317,6 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
         ``(λ/β) κ₃`` of ``Z_end − T`` under ``A_end``: the ``K0`` of a relaxation that
         continues from ``Z_end`` towards ``T``.
     """
-    if (D0 is None) != (K0 is None):
-        raise ValueError("D0 and K0 are given together")
     return relax_chain(Z, T, beta, lam, (tau,), A0, D0=D0, K0=K0, centre=centre, work=work,
                        outs=None if out is None else (out,))[0]
 
