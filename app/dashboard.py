@@ -116,7 +116,6 @@ def _average(old: float, new: float) -> float:
     return 0.9 * old + 0.1 * new if old else new
 
 
-
 #: Seconds after a session ends before its memory is handed back to the OS (by then
 #: Bokeh has dropped the session's document; several sessions ending together share one).
 MEMORY_RETURN_DELAY = 2.0
@@ -149,6 +148,7 @@ def _return_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to trim
         pass
+
 
 class Dashboard(pn.viewable.Viewer):
     """Live dashboard of nonequilibrium attention (MODEL.md Part I)."""

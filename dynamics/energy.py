@@ -130,5 +130,6 @@ def row_variance(A, W, work=None):
 
 
 def oscillation(V):
-    """Row oscillation ``osc(v) = max_j v_j − min_j v_j``, shape (N, N) → (N,)."""
-    return _max_reduce(V, 1) - _min_reduce(V, 1)
+    """Row oscillation ``osc(v) = max_j v_j − min_j v_j`` over the last axis, shape
+    (N, N) → (N,) (or a stack of such matrices, (k, N, N) → (k, N))."""
+    return _max_reduce(V, -1) - _min_reduce(V, -1)

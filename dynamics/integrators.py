@@ -24,7 +24,7 @@ import sys
 import numpy as np
 from scipy.linalg.blas import daxpy
 
-from .energy import _max_reduce, _min_reduce, row_variance, rowsoftmax
+from .energy import _max_reduce, _min_reduce, oscillation, row_variance, rowsoftmax
 
 ORDER = {"logit_step": 2, "strang": 2, "verlet": 2, "heun": 2}
 
@@ -189,7 +189,7 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
         if lag is not None:
             W0 -= lag
     x = lam * tau
-    spread = (1.0 - math.exp(-x)) * float(np.max(W0.max(axis=1) - W0.min(axis=1)))
+    spread = (1.0 - math.exp(-x)) * float(_max_reduce(oscillation(W0), None))
     u, coef = _simpson_nodes(x, _simpson_panels(spread))
     var_work = work.get("relax.var", shape)
 

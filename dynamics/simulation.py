@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import energy as en
-from .energy import _max_reduce, _min_reduce, _sum_reduce
+from .energy import _max_reduce, _sum_reduce
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .initial import draw_initial_data
 from .integrators import (
@@ -293,8 +293,7 @@ class Simulation:
             # forces and cached rates depend on these settings
             self.state = replace(self.state, force=None, cache=None)
             if self.model in ("reduced", "transformer"):
-                Z = self.prob.beta * self.state.S
-                Z = Z - Z.max(axis=1, keepdims=True)
+                Z = centre_rows(self.prob.beta * self.state.S)
                 self.state = replace(self.state, Z=Z, A=en.rowsoftmax(Z))
 
     # -- stepping ---------------------------------------------------------
@@ -560,7 +559,7 @@ class Simulation:
                 Vs = Vs / mass
             S_dots = np.concatenate((Vs @ M, np.stack(XMs)), axis=2) @ np.concatenate(
                 (Xs, Vs), axis=2).transpose(0, 2, 1)
-            oscs = _max_reduce(S_dots, 2) - _min_reduce(S_dots, 2)
+            oscs = en.oscillation(S_dots)
             g = np.multiply(oscs, c.w1)  # w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1}
             g[0] += c.w0 * osc0
             if k > 1:
@@ -843,7 +842,7 @@ def _tracks(W0, dev) -> bool:
         dev = np.subtract(W0, W0[:, :1], out=dev)
         if float(_max_reduce(np.abs(dev, out=dev), None)) <= _QUICK_TRACK_OSC:
             return True
-    return float(_max_reduce(_max_reduce(W0, 1) - _min_reduce(W0, 1), None)) <= _TRANSIENT_OSC
+    return float(_max_reduce(en.oscillation(W0), None)) <= _TRANSIENT_OSC
 
 
 #: Arrays up to this size try the quick sufficient test of :func:`_tracks` first.

@@ -128,8 +128,8 @@ def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
 
 
 def _inertial_partition(X, Y, A, B, work):
-    """``(XA, E, b, log z, q, 1/z)`` of the inertial model at ``(X, Y)``: one score product
-    and one exponential (``A`` is SPD, so ``z_i ≥ e^{a_i} ≥ 1``)."""
+    """``(XA, E, b, log z, q, 1/z, Y B)`` of the inertial model at ``(X, Y)``: one score
+    product and one exponential (``A`` is SPD, so ``z_i ≥ e^{a_i} ≥ 1``)."""
     XA = X @ A
     E, b = _shifted_exponentials(X, XA, work, "inertial.E", spd=True)
     logz = np.log(E @ np.ones(X.shape[0]))
