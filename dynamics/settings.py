@@ -13,22 +13,13 @@ import math
 import numpy as np
 import param
 
-PART_I_MODELS = (
-    "attention",
-    "canonical",
-    "value_matching",
-    "cotangent_lift",
-    "reduced",
-    "transformer",
-)
-PART_II_MODELS = (
-    "linear",
-    "linear_accelerated",
-    "softmax_first_order",
-    "softmax_inertial",
-    "softmax_momentum",
-)
-MODELS = PART_I_MODELS + PART_II_MODELS
+from . import models as _registry
+
+#: The registered models at import (the registry itself, ``dynamics.models``, is the
+#: authority: a model registered later is added to ``Settings.model``'s choices too).
+PART_I_MODELS = _registry.names(part=1)
+PART_II_MODELS = _registry.names(part=2)
+MODELS = _registry.names()
 _NUM = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
 _FLOAT_LIST = rf"^{_NUM}(?:,{_NUM})*$"
 PATHS = ("static", "rotation", "oscillation", "drift", "switch", "converging")
@@ -80,77 +71,77 @@ class Integer(_RangeMessage, param.Integer):
 
 
 class Settings(param.Parameterized):
-    """Every setting of a simulation (MODEL.md Parts I and II)."""
+    """Every setting of a simulation (Theory page, Parts I and II)."""
 
     model = param.Selector(
-        default="canonical", objects=list(MODELS),
-        doc="Which dynamics to run (MODEL.md §6-§8 and §10-§13).",
+        default="canonical", objects=list(MODELS), label="Model",
+        doc="Which dynamics to run (Theory page: one section per model).",
     )
     n_tokens = Integer(
-        default=8, bounds=(2, 1024), softbounds=(2, 128),
+        label="N (tokens)", default=8, bounds=(2, 1024), softbounds=(2, 128),
         doc="Number of tokens N.",
     )
     dim = Integer(
-        default=4, bounds=(1, 128), softbounds=(1, 32),
+        label="d (feature dimension)", default=4, bounds=(1, 128), softbounds=(1, 32),
         doc="Feature dimension d.",
     )
     beta = Number(
-        default=1.0, bounds=(1e-3, 1e3),
+        label="β (inverse temperature)", default=1.0, bounds=(1e-3, 1e3),
         doc="Inverse temperature β of softmax and free energy.",
     )
     gamma = Number(
-        default=1.0, bounds=(1e-3, 1e4),
+        label="γ (relaxation rate)", default=1.0, bounds=(1e-3, 1e4),
         doc="Relaxation rate γ of the Fisher-Rao attention flow.",
     )
     mass = Number(
-        default=1.0, bounds=(1e-2, 1e2),
+        label="m (mass)", default=1.0, bounds=(1e-2, 1e2),
         doc="Token mass m in the kinetic energy ‖P‖²/(2m).",
     )
     kappa = Number(
-        default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
-        doc="Value-matching strength κ (MODEL.md §7b).",
+        label="κ (value matching)", default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
+        doc="Value-matching strength κ (Theory: value matching).",
     )
     confinement = Number(
-        default=2.0, bounds=(0.0, 1e3), softbounds=(0.0, 20.0),
+        label="k (confinement)", default=2.0, bounds=(0.0, 1e3), softbounds=(0.0, 20.0),
         doc="Confining potential strength k in (k/2)‖X‖² (0 = none).",
     )
     path = param.Selector(
-        default="rotation", objects=list(PATHS),
-        doc="Prescribed feature path of the attention-only model (MODEL.md §6).",
+        label="Feature path", default="rotation", objects=list(PATHS),
+        doc="Prescribed feature path of the attention-only model.",
     )
     omega = Number(
-        default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
+        label="ω (angular speed)", default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
         doc="Angular speed ω of the rotation and oscillation paths.",
     )
     amplitude = Number(
-        default=0.5, bounds=(0.0, 10.0),
+        label="δ (amplitude)", default=0.5, bounds=(0.0, 10.0),
         doc="Amplitude δ of the oscillation/drift paths and size of the switch.",
     )
     switch_time = Number(
-        default=2.0, bounds=(0.0, 1e3), softbounds=(0.0, 10.0),
+        label="t_s (switch time)", default=2.0, bounds=(0.0, 1e3), softbounds=(0.0, 10.0),
         doc="Time t_s at which the switch path jumps from X_0 to X_1.",
     )
     settle_rate = Number(
-        default=1.0, bounds=(1e-3, 1e2), softbounds=(0.01, 10.0),
+        label="μ (settle rate)", default=1.0, bounds=(1e-3, 1e2), softbounds=(0.01, 10.0),
         doc="Rate μ at which the converging path settles to X_∞.",
     )
     init_attention = param.Selector(
-        default="uniform", objects=["uniform", "softmax", "random"],
+        label="Initial attention A(0)", default="uniform", objects=["uniform", "softmax", "random"],
         doc="Initial attention A(0): uniform 1/N, softmax A*(X_in) or random positive.",
     )
     init_momentum = param.Selector(
-        default="zero", objects=["zero", "random"],
+        label="Initial momenta P(0)", default="zero", objects=["zero", "random"],
         doc="Initial momenta P(0): zero or random Gaussian.",
     )
     dt = Number(
-        default=0.01, bounds=(1e-5, 1.0), softbounds=(1e-4, 0.1),
+        label="dt (time step)", default=0.01, bounds=(1e-5, 1.0), softbounds=(1e-4, 0.1),
         doc="Fixed time step h of the streaming integrator.",
     )
     seed = Integer(
-        default=0, bounds=(0, 2**32 - 1), softbounds=(0, 1000),
+        label="Seed", default=0, bounds=(0, 2**32 - 1), softbounds=(0, 1000),
         doc="Random seed of the initial features, momenta, M and W_V.",
     )
-    # --- Part II: inertial attention lab (MODEL.md §10-§13) -----------------
+    # --- Part II: inertial attention lab (Theory, Part II) -----------------
     damping = param.Selector(
         default="constant", objects=["constant", "nesterov"],
         doc="Damping schedule α(t): constant c, or Nesterov-like r/(t + t0) + c.",
@@ -216,7 +207,7 @@ class Settings(param.Parameterized):
 
     @property
     def relaxation_rate(self) -> float:
-        """λ = γ/β, the decay rate of the logits (MODEL.md §3)."""
+        """λ = γ/β, the decay rate of the logits."""
         return self.gamma / self.beta
 
     def values(self) -> dict:
@@ -310,3 +301,11 @@ class Settings(param.Parameterized):
             raise ValueError("invalid settings:\n- " + "\n- ".join(problems))
         return cls(**values)
 
+
+
+def _sync_model_choices() -> None:
+    """Keep ``Settings.model``'s choices equal to the registered models."""
+    Settings.param.model.objects = list(_registry.names())
+
+
+_registry.on_change(_sync_model_choices)

@@ -1,142 +1,25 @@
-"""Fixed-step integrators (MODEL.md §3 and Part III).
+"""Relaxations of the logits towards frozen effective scores (stiff-safe kernels).
 
-* :func:`logit_step` — the exact exponential logit step of §3 (exact for scores
-  linear in time over the step; order 2 otherwise).
-* :func:`relax` — the same step with frozen (effective) scores, which also returns
-  the energy it dissipates, integrated by composite Simpson's rule in
-  ``u = e^{−λs}``: accurate for any ``λh`` (stiff-safe).
-* :func:`relaxation_averages` — time averages of attention and dissipation along a
-  frozen relaxation, used to carry fast transients exactly.
-* :func:`relax_to_target` — the relaxation of the cotangent lift, in one sweep over row
-  blocks; its dissipation by the corrected trapezoid rule, which needs no sample inside
-  the step while attention stays near its target. :func:`relax_chain` does several
-  successive ones towards the same target in one sweep.
-* :func:`verlet` and :func:`heun` — order-2 steps for the features.
+Along a relaxation with frozen ``Ŝ`` the exact path is ``Z(s) = βŜ + L + u W₀`` with
+``u = e^{−λs}``; time averages of attention and dissipation along it are integrated in
+``u``, which is accurate for any ``λh``.
 
-Each stepper declares its order in :data:`ORDER`; the tests measure it.
+* :func:`relaxation_averages` — attention and dissipation averaged along a relaxation
+  (composite Simpson in ``u``), used to carry fast transients exactly.
+* :func:`relax` — the same, returning only the end and the dissipated energy.
+* :func:`relax_to_target` / :func:`relax_chain` — the cotangent lift's relaxations, in
+  one sweep over row blocks, dissipation by the corrected trapezoid rule.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
-from scipy.linalg.blas import daxpy
 
 from .energy import _max_reduce, _min_reduce, oscillation, row_variance, rowsoftmax
-
-ORDER = {"logit_step": 2, "strang": 2, "verlet": 2, "heun": 2}
-
-
-def phi1(x):
-    """``(1 − e^{−x})/x``, stable for small ``x ≥ 0``."""
-    return 1.0 - x / 2.0 + x * x / 6.0 if x < 1e-4 else -math.expm1(-x) / x
-
-
-def psi(x):
-    """``ψ(x) = 1 − (1 − e^{−x})/x`` of MODEL.md §3, stable for small ``x ≥ 0``."""
-    return x / 2.0 - x * x / 6.0 + x**3 / 24.0 if x < 1e-4 else 1.0 + math.expm1(-x) / x
-
-
-def centre_rows(Z, out=None):
-    """Subtract the row maximum (changes no attention, prevents overflow).
-
-    ``out`` (may be ``Z`` itself) receives the result; a new array otherwise.
-    """
-    return np.subtract(Z, _max_reduce(Z, 1, keepdims=True), out=out)
-
-
-def axpy(a, x, y):
-    """``y += a x`` in place, in one pass over memory (BLAS axpy on the flat arrays)."""
-    if a == 0.0:
-        return y
-    if y.size < _AXPY_MIN_SIZE:  # small arrays: two NumPy passes cost less than BLAS
-        y += a * x
-    elif (x.dtype == y.dtype == np.float64 and x.flags.c_contiguous
-          and y.flags.c_contiguous and x.shape == y.shape):
-        daxpy(x.reshape(-1), y.reshape(-1), a=a)
-    else:
-        y += a * x
-    return y
-
-
-#: Size from which :func:`axpy` calls BLAS.
-_AXPY_MIN_SIZE = 4096
-
-
-def logit_coefficients(beta, lam, h):
-    """``(E, c₀, b)`` of :func:`logit_step`: ``Z₁ = E Z₀ + c₀ S₀ + b S₁`` before centring."""
-    x = lam * h
-    b = beta * psi(x)
-    return math.exp(-x), beta * x * phi1(x) - b, b  # c₀ = β(1 − E) − βψ
-
-
-def logit_step(Z, S0, S1, beta, lam, h, out=None, coef=None):
-    """Exact logit step of §3 over ``[t, t+h]`` with scores ``S0 → S1`` linear in time.
-
-    ``Z₁ = E Z₀ + β(1 − E) S₀ + β ψ(λh) (S₁ − S₀)``, ``E = e^{−λh}``.
-
-    Parameters
-    ----------
-    Z : ndarray, shape (N, N)
-        Logits at ``t``.
-    S0, S1 : ndarray, shape (N, N)
-        Scores at ``t`` and ``t + h``.
-    beta, lam, h : float
-        β, λ = γ/β and the step.
-    out : ndarray, shape (N, N), optional
-        Receives ``Z₁`` (must not be ``S0`` or ``S1``); a new array otherwise.
-    coef : tuple, optional
-        ``logit_coefficients(beta, lam, h)`` when known (a caller stepping with a fixed h).
-    """
-    E, c0, b = logit_coefficients(beta, lam, h) if coef is None else coef
-    Z1 = np.multiply(Z, E, out=out)
-    if S1 is S0:
-        axpy(c0 + b, S0, Z1)
-    else:
-        axpy(c0, S0, Z1)
-        axpy(b, S1, Z1)
-    return centre_rows(Z1, out=Z1)
-
-
-class Workspace:
-    """Named scratch arrays, reused from call to call (their contents never outlive a call).
-
-    A step asks for ``work.get(name, shape)``; each function uses its own names, so
-    nested calls never share a live buffer. States never hold a workspace array.
-    """
-
-    def __init__(self):
-        self._arrays = {}
-        self._pools = {}
-        self.hints = {}  # small values a function keeps from call to call
-
-    def get(self, name, shape):
-        a = self._arrays.get(name)
-        if a is None or a.shape != shape:
-            a = self._arrays[name] = np.empty(shape)
-        return a
-
-    def recycled(self, name, shape):
-        """A new array for a state to own: one of the pool's earlier arrays that nothing
-        else refers to any more (no state, frame, view or caller holds it), else a
-        fresh one. Large fresh arrays cost page faults; a recycled one is
-        indistinguishable from a fresh one since no one can see its old contents.
-        """
-        pool = self._pools.setdefault(name, [])
-        for i in range(len(pool)):
-            # references: the pool's list and getrefcount's argument, nothing else
-            if pool[i].shape == shape and sys.getrefcount(pool[i]) <= 2:
-                return pool[i]
-        a = np.empty(shape)
-        if len(pool) < _POOL_SIZE:
-            pool.append(a)
-        return a
-
-
-#: Arrays per name that :meth:`Workspace.recycled` keeps (states alive at once).
-_POOL_SIZE = 4
+from .logits import axpy, centre_rows, phi1
+from .workspace import Workspace
 
 
 def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None, D0=None,
@@ -467,24 +350,3 @@ def relax(Z, S_hat, beta, lam, h, A0=None, *, D0=None, work=None, out=None):
     Z1, A1, _, _, _, mean_D = relaxation_averages(Z, S_hat, beta, lam, h, A0, D0=D0,
                                                   mean_A=False, work=work, out=out)
     return Z1, A1, h * mean_D
-
-
-def exp_trapezoid(lam, h):
-    """Weights ``(w0, w1)`` with ``∫₀ʰ e^{−λ(h−s)} q(s) ds = w0 q(0) + w1 q(h)`` for linear q."""
-    x = lam * h
-    chi = 0.5 - x / 6.0 + x * x / 24.0 if x < 1e-4 else psi(x) / x
-    return h * (phi1(x) - chi), h * chi
-
-
-def verlet(X, P, force, mass, h):
-    """Velocity Verlet for ``Ẋ = P/m, Ṗ = force(X)``; symplectic, order 2."""
-    P_half = P + 0.5 * h * force(X)
-    X1 = X + (h / mass) * P_half
-    return X1, P_half + 0.5 * h * force(X1)
-
-
-def heun(y, rhs, h):
-    """Heun's method (explicit trapezoid), order 2, for ``ẏ = rhs(y)``."""
-    k1 = rhs(y)
-    k2 = rhs(tuple(a + h * b for a, b in zip(y, k1, strict=True)))
-    return tuple(a + 0.5 * h * (b + c) for a, b, c in zip(y, k1, k2, strict=True))

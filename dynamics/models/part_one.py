@@ -1,0 +1,254 @@
+"""What the Part I models share: their fixed data, their initial state, the feature force
+of the free energy, and the diagnostics every frame reports (Theory page, Part I).
+
+A model of Part I is its energy and its vector field; this module holds the pieces
+that several of them use, written as on the Theory page.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .. import energy as en
+from ..initial import draw_initial_data
+from ..paths import FeaturePath
+from ..logits import centre_rows
+from ..state import State
+
+#: Every Part I diagnostic, in the order of the trajectory table.
+DIAGNOSTICS = (
+    "t", "free_energy", "potential", "hamiltonian", "kinetic_energy",
+    "dissipation_rate", "dissipated", "work", "kl", "kl_target", "kl_bound",
+    "energy_residual", "entropy_mean", "min_attention", "row_sum_error",
+    "feature_norm",
+)
+#: Settings of the prescribed feature paths.
+PATH_SETTINGS = ("path", "omega", "amplitude", "switch_time", "settle_rate")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The fixed data of a Part I run.
+
+    Attributes
+    ----------
+    M : ndarray, shape (d, d)
+        Query-key interaction (not symmetric).
+    W_V : ndarray, shape (d, d)
+        Value map.
+    beta, gamma, mass, kappa, confinement : float
+        β, γ, m, κ and k.
+    path : FeaturePath or None
+        The prescribed feature path (attention-only model).
+    """
+
+    M: np.ndarray
+    W_V: np.ndarray
+    beta: float
+    gamma: float
+    mass: float = 1.0
+    kappa: float = 0.0
+    confinement: float = 0.0
+    path: FeaturePath | None = None
+
+    @property
+    def relaxation_rate(self) -> float:
+        """λ = γ/β."""
+        return self.gamma / self.beta
+
+    def with_values(self, values: dict):
+        """The same problem with the scalar settings of ``values`` (β, γ, m, κ, k)."""
+        return replace(self, **{k: float(values[k]) for k in
+                                ("beta", "gamma", "mass", "kappa", "confinement")
+                                if k in values})
+
+
+def feature_force(A, X, M):
+    """``f(A, X) = −∇_X F(A; X) = A X Mᵀ + Aᵀ X M``, shape (N, d)."""
+    return A @ (X @ M.T) + A.T @ (X @ M)
+
+
+def confinement_energy(prob, X):
+    """``(k/2)‖X‖²``."""
+    return 0.5 * prob.confinement * float(np.sum(X * X))
+
+
+def score_rate(X, X_dot, M, XM=None):
+    """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ``, shape (N, N), as one product of width 2d."""
+    XM = X @ M if XM is None else XM
+    return np.concatenate((X_dot @ M, XM), axis=1) @ np.concatenate((X, X_dot), axis=1).T
+
+
+def build(values, given, *, problem_type=Problem, path=False, momentum=True, slaved=False,
+          tracked=False, free_motion=True):
+    """The problem and initial state of a Part I model.
+
+    Parameters
+    ----------
+    values : dict
+        Setting values.
+    given : dict
+        User-given arrays (``features``, ``momenta``, ``attention``), validated.
+    problem_type : type
+        The model's :class:`Problem` (sub)class.
+    path : bool
+        The features follow the prescribed path (attention-only model).
+    momentum : bool
+        The model has momenta (``init_momentum`` applies).
+    slaved : bool
+        Attention is ``A*(X)`` (reduced, transformer).
+    tracked : bool
+        The model keeps the tracking bound ``B`` (its target is ``A*``).
+    free_motion : bool
+        ``Ẋ(0) = P(0)/m`` enters ``dS/dt(0)`` (canonical); otherwise it is 0 at t = 0.
+
+    Returns
+    -------
+    problem, state
+    """
+    N, d = values["n_tokens"], values["dim"]
+    data = draw_initial_data(N, d, values["seed"])
+    X_in = given.get("features", data.X)
+    feature_path = None
+    if path:
+        feature_path = FeaturePath(
+            kind=values["path"], X0=X_in, Y=data.Y, Q=data.Q, omega=values["omega"],
+            amplitude=values["amplitude"], switch_time=values["switch_time"],
+            settle_rate=values["settle_rate"])
+    prob = problem_type(M=data.M, W_V=data.W_V, beta=values["beta"],
+                        gamma=values.get("gamma", 1.0), mass=values.get("mass", 1.0),
+                        kappa=values.get("kappa", 0.0),
+                        confinement=values.get("confinement", 0.0), path=feature_path)
+    X, X_dot = feature_path(0.0) if path else (X_in, np.zeros((N, d)))
+    P = np.zeros((N, d))
+    if momentum and values.get("init_momentum") == "random":
+        P = data.P.copy()
+    if momentum and "momenta" in given:
+        P = given["momenta"]
+    S = en.scores(X, prob.M)
+    init = values.get("init_attention", "uniform")
+    if slaved or init == "softmax":
+        Z = prob.beta * S
+    elif init == "uniform":
+        Z = np.zeros((N, N))
+    else:
+        Z = data.Z
+    if "attention" in given and not slaved:
+        Z = np.log(given["attention"])
+    Z = Z - Z.max(axis=1, keepdims=True)
+    if free_motion:
+        X_dot = P / prob.mass
+    S_dot = score_rate(X, X_dot, prob.M)
+    B = en.oscillation(Z - prob.beta * S) if tracked else np.zeros(N)
+    return prob, State(t=0.0, X=X, P=P, Z=Z, A=en.rowsoftmax(Z), S=S, S_dot=S_dot, B=B)
+
+
+def same_state(prob, state, values):
+    """After a setting change: the problem with the new β, γ, m, κ, k; the same state."""
+    return prob.with_values(values), state
+
+
+def reslave(prob, state, values):
+    """After a setting change of a slaved model: the new problem, and the state with its
+    attention moved to ``A*(X)`` at the new β."""
+    prob = prob.with_values(values)
+    Z = centre_rows(prob.beta * state.S)
+    return prob, replace(state, Z=Z, A=en.rowsoftmax(Z))
+
+
+def scores_of(prob, state):
+    """``S(X)`` of a state (computed when the step left it out)."""
+    return state.S if state.S is not None else en.scores(state.X, prob.M)
+
+
+def diagnostics(prob, state, energy0, *, energy, effective_scores=None, kinetic=None,
+                slaved=False, attention_only=False, not_applicable=()):
+    """Every scalar diagnostic of a Part I state, and the arrays of its frame.
+
+    Parameters
+    ----------
+    prob : Problem
+    state : State
+    energy0 : float
+        ``E(0)`` of the run (the energy balance's origin).
+    energy : callable ``(prob, state, log_a, S) -> float``
+        The model's ``E`` (``F``, ``H``, ``H_r`` or ``Φ``).
+    effective_scores : callable ``(prob, state, S) -> ndarray``, optional
+        ``Ŝ`` when the attention target is not ``A*``.
+    kinetic : callable ``(prob, state) -> float``, optional
+        The momentum part of ``H`` (0 when None).
+    slaved : bool
+        Attention is ``A*(X)`` (no dissipation).
+    attention_only : bool
+        The features follow a prescribed path: ``E = F``.
+    not_applicable : tuple of str
+        Diagnostics reported as NaN.
+
+    Returns
+    -------
+    diag : dict of str to float
+    arrays : dict
+        ``softmax``, ``target`` (ndarray, shape (N, N)) and ``kl_rows`` (shape (N,)).
+    """
+    st, beta = state, prob.beta
+    S = scores_of(prob, st)
+    log_a = en.log_rowsoftmax(st.Z)
+    lse_star = en.row_logsumexp(beta * S)
+    log_star = beta * S - lse_star
+    S_hat = S if effective_scores is None else effective_scores(prob, st, S)
+    log_target = log_star if S_hat is S else en.log_rowsoftmax(beta * S_hat)
+    kl_rows = en.kl_rows(log_a, log_star, st.A)
+    F = en.free_energy(st.A, S, beta, log_a)
+    E = F if attention_only else energy(prob, st, log_a, S)
+    costs = en.marginal_costs(log_a, S_hat, beta)
+    diag = {
+        "t": st.t,
+        "free_energy": F,
+        "potential": float(-np.sum(lse_star) / beta),
+        "hamiltonian": E,
+        "kinetic_energy": 0.0 if kinetic is None else kinetic(prob, st),
+        "dissipation_rate": 0.0 if slaved else en.dissipation_rate(st.A, costs, prob.gamma),
+        "dissipated": st.dissipated,
+        "work": st.work,
+        "kl": float(kl_rows.sum()),
+        "kl_target": float(kl_rows.sum()) if log_target is log_star
+        else float(en.kl_rows(log_a, log_target, st.A).sum()),
+        "kl_bound": float(np.sum(st.B**2) / 8.0),
+        "energy_residual": (E - energy0 - st.work + st.dissipated),
+        "entropy_mean": float(np.mean(en.entropy_rows(st.A, log_a))),
+        "min_attention": float(st.A.min()),
+        "row_sum_error": float(np.max(np.abs(st.A.sum(axis=1) - 1.0))),
+        "feature_norm": float(np.sqrt(np.sum(st.X * st.X))),
+    }
+    for name in not_applicable:
+        diag[name] = math.nan
+    softmax = np.exp(log_star)
+    arrays = {"attention": st.A.copy(), "softmax": softmax,
+              "target": softmax if log_target is log_star else np.exp(log_target),
+              "kl_rows": kl_rows}
+    return diag, arrays
+
+
+@dataclass(frozen=True)
+class SlavedProblem(Problem):
+    """A problem whose attention is slaved to the features, ``A = A*(X)``."""
+
+    def softmax_into(self, X, out):
+        """``A*(X) = rowsoftmax(β X M Xᵀ)`` computed in ``out``, shape (N, N)."""
+        A = np.matmul(X @ self.M, X.T, out=out)
+        if self.beta != 1.0:
+            A *= self.beta
+        centre_rows(A, out=A)
+        return en.rowsoftmax(A, centred=True, out=A)
+
+    def slaved(self, X, owned, busy=()):
+        """Scores, logits and attention ``A*(X)`` of a state whose attention is slaved, in
+        arrays of ``owned`` (:class:`~dynamics.workspace.Owned`)."""
+        shape = (X.shape[0],) * 2
+        S = np.matmul(X @ self.M, X.T, out=owned.take("slaved.S", shape, busy))
+        Z = np.multiply(S, self.beta, out=owned.take("slaved.Z", shape, busy))
+        centre_rows(Z, out=Z)
+        return S, Z, en.rowsoftmax(Z, centred=True, out=owned.take("slaved.A", shape, busy))

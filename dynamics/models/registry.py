@@ -1,0 +1,142 @@
+"""The model registry: every model declares one :class:`ModelSpec`, and everything else
+(settings menus, the CLI, the app's controls and equations, the engine) reads it here.
+
+Adding a model is writing one module that builds a :class:`ModelSpec` and calls
+:func:`register` (see the README, "How to add a model").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+#: Settings every model of a part reads (never listed in ``ModelSpec.settings``).
+COMMON_SETTINGS = {
+    1: ("model", "n_tokens", "dim", "beta", "dt", "seed", "norm_limit"),
+    2: ("model", "n_tokens", "dim", "dt", "seed", "norm_limit"),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the package knows about one model.
+
+    Attributes
+    ----------
+    name : str
+        The value of ``Settings.model``.
+    part : int
+        1 (nonequilibrium attention) or 2 (inertial attention lab).
+    title : str
+        A short human name ("Canonical model").
+    section : str
+        Anchor of the model's section on the in-app Theory page.
+    settings : tuple of str
+        The settings the model reads beyond :data:`COMMON_SETTINGS` of its part.
+    energy_settings : tuple of str
+        Settings that enter its energy: changing one mid-run does protocol work and
+        continues from the current state. Every other setting it reads except ``dt``,
+        ``gamma``, ``norm_limit`` and the damping restarts the run.
+    continue_settings : tuple of str
+        Settings that change mid-run without work and without a restart (``dt``, γ, the
+        damping).
+    equations : str
+        The model's equations, HTML with KaTeX ``$…$`` / ``$$…$$``.
+    look_for : str
+        One line: what to watch in a run.
+    not_applicable : tuple of str
+        Diagnostics the model does not define (reported as NaN, never plotted).
+    build : callable ``(values, given) -> (problem, state)``
+        The frozen problem and the initial :class:`~dynamics.state.State` from the
+        setting values (a dict) and user-given arrays (a dict, possibly empty).
+    reproblem : callable ``(problem, state, values) -> (problem, state)``
+        The problem after a change of ``energy_settings`` / ``continue_settings``, and the
+        state it continues from (the same, or with slaved attention moved to the new β).
+    stepper : callable ``(problem) -> Stepper``
+        The scheme that advances it (a :class:`~dynamics.steppers.base.Stepper` class).
+    energy : callable ``(problem, state) -> float``
+        The energy ``E`` of the balance (``F``, ``H`` or ``H_r``), or None.
+    diagnostics : callable ``(problem, state, energy0) -> (dict, dict)``
+        Every scalar diagnostic of a state (``energy0``: ``E(0)`` of the run), and the
+        arrays its frame shows besides features and momenta (``attention``, ``softmax``,
+        ``target``, ``kl_rows``; absent or None where the model has none).
+    check : callable ``(problem, old, new, memo) -> (reason, accept, memo)``, optional
+        A model-specific reason to stop the run after a step (beyond a non-finite value
+        or a feature norm above ``norm_limit``): ``reason`` None to go on, else whether
+        the new state is kept (``accept``); ``memo`` is any value the check keeps from
+        step to step (None at the start).
+    """
+
+    name: str
+    part: int
+    title: str
+    section: str
+    settings: tuple
+    energy_settings: tuple
+    equations: str
+    look_for: str
+    build: Callable
+    reproblem: Callable
+    stepper: Callable
+    energy: Callable | None
+    diagnostics: Callable
+    continue_settings: tuple = ("dt", "gamma")
+    not_applicable: tuple = ()
+    check: Callable | None = None
+    extra: dict = field(default_factory=dict)
+
+    def reads(self) -> tuple:
+        """Every setting this model reads, common ones first."""
+        common = COMMON_SETTINGS[self.part]
+        return common + tuple(s for s in self.settings if s not in common)
+
+    def restart_settings(self) -> tuple:
+        """Settings whose change restarts a run of this model."""
+        keep = set(self.energy_settings) | set(self.continue_settings) | {"norm_limit"}
+        return tuple(s for s in self.reads() if s not in keep)
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+_LISTENERS: list[Callable] = []
+
+
+def register(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
+    """Add ``spec`` to the registry (``replace=True`` to redefine a name)."""
+    if spec.part not in COMMON_SETTINGS:
+        raise ValueError(f"part must be 1 or 2, got {spec.part!r}")
+    if spec.name in _REGISTRY and not replace:
+        raise ValueError(f"a model named {spec.name!r} is registered already")
+    _REGISTRY[spec.name] = spec
+    for listener in _LISTENERS:
+        listener()
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a model (a test's toy model)."""
+    _REGISTRY.pop(name)
+    for listener in _LISTENERS:
+        listener()
+
+
+def on_change(listener: Callable) -> None:
+    """Call ``listener()`` whenever a model is registered or removed."""
+    _LISTENERS.append(listener)
+
+
+def get(name: str) -> ModelSpec:
+    """The spec of model ``name`` (``ValueError`` naming the choices otherwise)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"model must be one of {', '.join(_REGISTRY)}, got {name!r}") from None
+
+
+def names(part: int | None = None) -> tuple:
+    """Registered model names in registration order (of one part, if given)."""
+    return tuple(n for n, s in _REGISTRY.items() if part is None or s.part == part)
+
+
+def specs(part: int | None = None) -> tuple:
+    """Registered specs in registration order (of one part, if given)."""
+    return tuple(_REGISTRY[n] for n in names(part))

@@ -1,0 +1,22 @@
+"""The fixed-step schemes, one module each, and their contract (:mod:`.base`).
+
+========================  =====  =============================================
+scheme                    order  used by
+========================  =====  =============================================
+:class:`ExactLogit`       2      attention on a prescribed path
+:class:`EtdVerlet`        2      value matching (canonical: :class:`TrackedEtdVerlet`)
+:class:`Strang`           2      cotangent lift
+:class:`Verlet`           2      reduced model (symplectic)
+:class:`Heun`             2      first-order Transformer flow
+========================  =====  =============================================
+"""
+
+from .base import DeferredOverflow, Stepper, TooStiff
+from .etd_verlet import EtdVerlet, TrackedEtdVerlet
+from .exact_logit import ExactLogit
+from .heun import Heun
+from .strang import Strang
+from .verlet import Verlet
+
+__all__ = ["DeferredOverflow", "EtdVerlet", "ExactLogit", "Heun", "Stepper", "Strang",
+           "TooStiff", "TrackedEtdVerlet", "Verlet"]
