@@ -16,7 +16,6 @@ import math
 import time
 import weakref
 from collections import deque
-from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -38,11 +37,12 @@ from . import export, presets, urlstate
 from .controls import MAX_PASTE, Controls
 from .explain import Explanation
 from .heatmaps import Heatmaps
+from .resources import read_asset
 from .timeseries import TimeSeries
 from .trajectories import Trajectories
 
 #: Stylesheet of the text panes.
-CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text()
+CSS = read_asset("style.css")
 #: Memory budget of the recorded history of one session (bytes).
 HISTORY_BYTES = 20_000_000
 #: Frames sent to the browser and not yet acknowledged before a tick is skipped (each

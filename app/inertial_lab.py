@@ -7,6 +7,7 @@ trajectories on demand (no streaming) and refills the ColumnDataSources.
 from __future__ import annotations
 
 import json
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
@@ -34,16 +35,21 @@ from dynamics.inertial import (
 from dynamics.inertial.linear import largest_eigenvalue
 from dynamics.settings import Settings
 
-PRESETS_PATH = Path(__file__).resolve().parent.parent / "assets" / "presets" / "inertial.json"
+from .resources import asset
+
+#: The presets of the lab (``assets/presets/inertial.json``, see :mod:`app.resources`).
+PRESETS_PATH = asset("presets", "inertial.json")
 CONTROLS = ["matrix_draw", "damping", "alpha", "nesterov_r", "nesterov_t0", "layer_h",
             "theta", "cloud", "second_moment", "n_tokens", "dim", "seed", "dt"]
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
-def load_presets(path: Path = PRESETS_PATH) -> tuple[list[dict], list[str]]:
+def load_presets(path: str | Traversable = PRESETS_PATH) -> tuple[list[dict], list[str]]:
     """Presets whose settings are valid :class:`Settings`, and messages for the others."""
+    if isinstance(path, str):
+        path = Path(path)
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return [], [f"cannot read presets {path}: {exc}"]
     good, errors = [], []

@@ -9,25 +9,30 @@ a preset with a problem changes nothing.
 from __future__ import annotations
 
 import json
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from dynamics import PART_I_MODELS, Settings
 from dynamics.simulation import RESTART_SETTINGS
 
-PRESET_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets" / "attention.json"
+from .resources import asset
+
+#: The presets shipped with the app (``assets/presets/attention.json``, see :mod:`app.resources`).
+PRESET_FILE = asset("presets", "attention.json")
 REQUIRED = ("name", "caption", "settings")
 OPTIONAL = ("quench", "compare")
 
 
-def load_presets(path: Path | str | None = None) -> list[dict]:
+def load_presets(path: str | Traversable | None = None) -> list[dict]:
     """The presets of ``path`` (default :data:`PRESET_FILE`; a JSON list), unvalidated.
 
     Raises ``OSError`` or ``ValueError`` (bad JSON, not a list); each preset is
     checked by :func:`validate` when it is loaded.
     """
     path = PRESET_FILE if path is None else path
-    with open(path, encoding="utf-8") as fh:
-        presets = json.load(fh)
+    if isinstance(path, str):
+        path = Path(path)
+    presets = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(presets, list):
         raise ValueError(f"{path}: expected a JSON list of presets")
     return presets
