@@ -73,7 +73,7 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
             W0 -= lag
     x = lam * tau
     spread = (1.0 - math.exp(-x)) * float(_max_reduce(oscillation(W0), None))
-    u, coef = _simpson_nodes(x, _simpson_panels(spread))
+    u, coef = simpson_nodes(x, simpson_panels(spread))
     var_work = work.get("relax.var", shape)
 
     def rate_at(uk, Ak):
@@ -118,13 +118,13 @@ _BLOCK_ELEMENTS = 1 << 16
 _TINY_ROW_SUM = 1e-200
 
 
-def _simpson_panels(spread):
+def simpson_panels(spread):
     """Panels of the composite Simpson rule in ``u`` for a relaxation whose logits move
     by ``spread`` = (1 − E)·max osc(W₀): one while near the target, at most 32."""
     return int(min(32, max(1, math.ceil(spread / 1.5))))
 
 
-def _simpson_nodes(x, panels):
+def simpson_nodes(x, panels):
     """Nodes ``u_k`` (``E = e^{−x}`` … 1) and weights ``coef_k`` of the time average in u."""
     E = math.exp(-x)
     u = np.linspace(E, 1.0, 2 * panels + 1).tolist()
@@ -134,9 +134,9 @@ def _simpson_nodes(x, panels):
     return u, [scale * w / uk for w, uk in zip(weights[1:], u[1:], strict=True)]
 
 
-def _trapezoid_panels(spread):
+def trapezoid_panels(spread):
     """Panels of the corrected trapezoid rule of :func:`relax_to_target`: two per panel of
-    :func:`_simpson_panels`, so the same samples as Simpson's rule once it needs more than
+    :func:`simpson_panels`, so the same samples as Simpson's rule once it needs more than
     one panel. On the same nodes (spacing ``H``) its error, ``H⁴/720 ∫F⁗``, is a quarter
     of Simpson's ``H⁴/180 ∫F⁗``; its single panel, up to ``spread`` 0.75, needs no sample
     inside."""
@@ -159,7 +159,7 @@ def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, 
     rule, with derivatives that need only ``κ₃`` at the two ends. One panel (no sample inside)
     serves while attention stays near its target, which saves the exponentials of the
     midpoint Simpson would need; far from it the panels grow with ``(1 − E)·max osc(W)``
-    (:func:`_trapezoid_panels`).
+    (:func:`trapezoid_panels`).
 
     Every quantity is row-wise, so each block of rows goes through all samples at once,
     while it stays in cache. The panel count depends on the largest row oscillation of
@@ -301,7 +301,7 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
             samples.extend((U[s] * uk, None) for uk in u[1:-1])  # ... and inside
         V, k3 = sweep(samples)
         osc = float(np.max(hi - lo))
-        needed = [_trapezoid_panels((1.0 - E) * U[s] * osc) for s, E in enumerate(Es)]
+        needed = [trapezoid_panels((1.0 - E) * U[s] * osc) for s, E in enumerate(Es)]
         if needed == panels:
             break
         panels = needed

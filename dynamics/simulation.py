@@ -110,6 +110,11 @@ class Simulation:
         """The setting changes applied mid-run since the start (:class:`Change`)."""
         return tuple(self._changes)
 
+    def energy(self) -> float:
+        """The model's energy ``E`` of the current state (``F``, ``H``, ``H_r``, ``Φ``; 0
+        for models without one)."""
+        return self._energy(self._problem, self._state)
+
     def reset(self) -> Frame:
         """Restart from the initial state of the current settings."""
         self._restart()

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamics import energy as en
-from dynamics.integrators import logit_step, relax
+from dynamics.logits import logit_step
+from dynamics.relaxation import relax
 
 sizes = st.integers(2, 8)
 dims = st.integers(1, 5)

@@ -2,6 +2,7 @@
 reproducibility and changes between steps."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import param
@@ -17,6 +18,7 @@ from dynamics import (
     simulate,
 )
 from dynamics import energy as en
+from dynamics.steppers import DeferredOverflow, Strang, TrackedEtdVerlet
 
 SMALL = dict(n_tokens=4, dim=3, dt=0.02)
 
@@ -51,7 +53,7 @@ def test_every_diagnostic_present_finite_and_consistent(model, path):
         assert d["dissipated"] >= 0.0
         assert d["kl"] == pytest.approx(float(np.sum(f.kl_rows)), rel=1e-12, abs=1e-300)
         # frame arrays agree with the definitions of §9
-        S = en.scores(f.features, sim.prob.M)
+        S = en.scores(f.features, sim.problem.M)
         np.testing.assert_allclose(f.softmax, en.softmax_attention(S, beta), atol=1e-13)
         log_a = np.log(f.attention)
         np.testing.assert_allclose(f.kl_rows, en.kl_rows(log_a, np.log(f.softmax)),
@@ -74,7 +76,7 @@ def test_every_diagnostic_present_finite_and_consistent(model, path):
             assert d["dissipation_rate"] == pytest.approx(
                 en.dissipation_rate(f.attention, C, gamma), rel=1e-8, abs=1e-15)
         elif model not in ("transformer",):
-            H = sim._energy(sim.state) if f is frames[-1] else None
+            H = sim.energy() if f is frames[-1] else None
             if H is not None:
                 assert d["hamiltonian"] == pytest.approx(H, rel=1e-14)
         if model not in ("attention",):
@@ -238,13 +240,13 @@ def test_seed_fixes_initial_data_independently_of_model():
     for sim in sims[1:]:
         np.testing.assert_array_equal(sim.state.X, ref.state.X)
         np.testing.assert_array_equal(sim.state.P, ref.state.P)
-        np.testing.assert_array_equal(sim.prob.M, ref.prob.M)
-        np.testing.assert_array_equal(sim.prob.W_V, ref.prob.W_V)
+        np.testing.assert_array_equal(sim.problem.M, ref.problem.M)
+        np.testing.assert_array_equal(sim.problem.W_V, ref.problem.W_V)
     for other in ("attention", "transformer"):
         sim = Simulation(Settings(model=other, seed=42, **SMALL))
         np.testing.assert_allclose(sim.state.X, ref.state.X, atol=1e-14)
-        np.testing.assert_array_equal(sim.prob.M, ref.prob.M)
-        np.testing.assert_array_equal(sim.prob.W_V, ref.prob.W_V)
+        np.testing.assert_array_equal(sim.problem.M, ref.problem.M)
+        np.testing.assert_array_equal(sim.problem.W_V, ref.problem.W_V)
     other_seed = Simulation(Settings(model="canonical", seed=43, **SMALL))
     assert not np.array_equal(other_seed.state.X, ref.state.X)
 
@@ -265,10 +267,39 @@ def test_energy_setting_change_continues_from_current_state(name, value):
         before.diagnostics["energy_residual"], abs=1e-12)
     after = sim.step(10)
     assert after.t == pytest.approx(before.t + 10 * s.dt)
-    # the balance is re-based at the change: no jump, only integrator error afterwards
+    # the change does protocol work: no jump of the residual, only integrator error after
     assert abs(after.diagnostics["energy_residual"]) <= 1e-2 * after.diagnostics["dissipated"]
     if name == "beta":
-        assert sim.prob.beta == 3.0
+        assert sim.problem.beta == 3.0
+
+
+@pytest.mark.parametrize("model", ["attention", "canonical", "value_matching",
+                                   "cotangent_lift", "reduced"])
+def test_quench_does_protocol_work(model):
+    """A β change at fixed state adds E_new(state) − E_old(state) to ``work``: the energy
+    jumps, ``work`` jumps by the same amount, E(0) is kept and the residual stays."""
+    s = Settings(model=model, init_momentum="random", **SMALL)
+    sim = Simulation(s)
+    before = sim.step(25)
+    E_old = sim.energy()
+    s.beta = 4.0
+    E_new = sim.energy()  # not yet applied: the change waits for the next advance
+    assert E_new == E_old
+    same = sim.step(0)
+    (change,) = sim.changes
+    assert change.t == before.t and change.values == {"beta": (1.0, 4.0)}
+    E_new = sim.energy()
+    assert change.work == pytest.approx(E_new - E_old, rel=1e-13, abs=1e-13)
+    assert abs(change.work) > 1e-3  # a real jump, seen on the energy plot
+    d0, d1 = before.diagnostics, same.diagnostics
+    assert d1["work"] - d0["work"] == pytest.approx(change.work, rel=1e-12, abs=1e-13)
+    assert d1["hamiltonian"] - d0["hamiltonian"] == pytest.approx(change.work, rel=1e-12,
+                                                                  abs=1e-13)
+    assert d1["energy_residual"] == pytest.approx(d0["energy_residual"], abs=1e-12)
+    # a γ change enters no energy: no work
+    s.gamma = 3.0
+    sim.step(0)
+    assert sim.changes[-1].work == 0.0 or model == "reduced"
 
 
 def test_restart_setting_change_restarts():
@@ -325,20 +356,21 @@ def test_bad_initial_state_is_refused_clearly(kw, words):
         assert word in str(info.value), (word, str(info.value))
 
 
-# -- pending bound: the canonical fast path is the scheme's one code path ------------
-# ``Simulation`` leaves dS/dt and the bound B of the canonical steps pending and fills
-# them in for a batch of steps at once (``_resolve_bound``); these checks pin that to
+# -- deferred bound: the canonical fast path is the scheme's one code path ------------
+# The canonical stepper leaves dS/dt and the bound B of its steps pending and fills them
+# in for a batch of steps at once (``TrackedEtdVerlet.finish``); these checks pin that to
 # the step-by-step update, for every chunking and on overflow.
 
 
-def _pending(settings: Settings, n: int):
-    """A simulation whose state has ``n`` steps pending (stepped without ``advance``)."""
+def _stepped(settings: Settings, n: int):
+    """The canonical stepper, and its state and carry after ``n`` steps left pending."""
     sim = Simulation(settings)
-    sim.advance(0)  # sets the step size and the norm limit
+    stepper = TrackedEtdVerlet(sim.problem)
+    state, carry = sim.state, stepper.start(sim.state)
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         for _ in range(n):
-            sim._advance_one()
-    return sim
+            state, carry = stepper.step(state, carry, settings.dt)
+    return stepper, state, carry
 
 
 _REGIMES = {"stiff": {"gamma": 1000.0, "beta": 1.0}, "non-stiff": {"gamma": 1.0, "beta": 1.0}}
@@ -350,19 +382,22 @@ def _canonical(regime: str) -> Settings:
 
 @pytest.mark.parametrize("regime", list(_REGIMES))
 @pytest.mark.parametrize("mass", [1.0, 1.5])
-def test_pending_bound_matches_step_by_step(regime, mass):
+def test_deferred_bound_matches_step_by_step(regime, mass):
     settings = _canonical(regime).copy(dt=0.02, mass=mass, init_momentum="random")
-    batched, stepwise = _pending(settings, 9), _pending(settings, 9)
-    c, base, states, XMs, k = stepwise.state.cache["pending"]
-    osc0 = (base.cache or {}).get("osc_S_dot")
-    osc0 = np.max(base.S_dot, axis=1) - np.min(base.S_dot, axis=1) if osc0 is None else osc0
-    stepwise._resolve_stepwise(c, base, osc0, states[:k], XMs[:k])
-    batched._resolve_bound()
+    # batched: nine steps pending, finished at once; stepwise: finished after each step
+    stepper, batched, carry = _stepped(settings, 9)
+    assert batched.B is None and carry.pending is not None
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        batched, carry = stepper.finish(batched, carry)
+        sim = Simulation(settings)
+        one = TrackedEtdVerlet(sim.problem)
+        stepwise, c1 = sim.state, one.start(sim.state)
+        for _ in range(9):
+            stepwise, c1 = one.finish(*one.step(stepwise, c1, settings.dt))
     for name in ("X", "P", "Z", "A", "S_dot", "B"):
-        np.testing.assert_array_equal(getattr(batched.state, name), getattr(stepwise.state, name))
-    np.testing.assert_array_equal(batched.state.cache["osc_S_dot"],
-                                  stepwise.state.cache["osc_S_dot"])
-    assert "pending" not in batched.state.cache and "XM" not in batched.state.cache
+        np.testing.assert_array_equal(getattr(batched, name), getattr(stepwise, name))
+    np.testing.assert_array_equal(carry.osc_S_dot, c1.osc_S_dot)
+    assert carry.pending is None
     # any chunking of advance gives the same state, bit for bit
     one, many = Simulation(settings), Simulation(settings)
     one.advance(150)
@@ -373,27 +408,22 @@ def test_pending_bound_matches_step_by_step(regime, mass):
     assert one.state.dissipated == many.state.dissipated
 
 
-def test_pending_overflow_diverges_at_the_step():
+def test_deferred_overflow_stops_at_the_step():
     settings = _canonical("stiff").copy(dt=0.02)
-    sim = _pending(settings, 6)
-    c, base, states, XMs, k = sim.state.cache["pending"]
-    object.__setattr__(states[3], "P", np.full_like(states[3].P, 1e200))
-    XMs[3][:] = 1e200  # X M Pᵀ overflows in dS/dt
+    stepper, state, carry = _stepped(settings, 6)
+    pending = carry.pending
+    states = list(pending.states)
+    states[3] = replace(states[3], P=np.full_like(states[3].P, 1e200))
+    XMs = list(pending.XMs)
+    XMs[3] = np.full_like(XMs[3], 1e200)  # X M Pᵀ overflows in dS/dt
+    carry = replace(carry, pending=replace(pending, states=tuple(states), XMs=tuple(XMs)))
     with np.errstate(over="raise", invalid="raise", divide="raise"):  # as in advance
-        sim._resolve_bound()
-    assert sim.status == "diverged"
-    assert sim.state is states[2] and sim.diverged_at == states[3].t
-    assert sim.state.B is not None and sim.state.S_dot is not None
-
-
-def test_fast_state_constructor_sets_every_field():
-    from dataclasses import fields
-
-    from dynamics.simulation import State, _new_state
-
-    values = {f.name: object() for f in fields(State)}
-    fast, slow = _new_state(**values), State(**values)
-    assert vars(fast) == vars(slow)
+        with pytest.raises(DeferredOverflow) as info:
+            stepper.finish(state, carry)
+    err = info.value
+    assert err.t == states[3].t and err.state.t == states[2].t
+    np.testing.assert_array_equal(err.state.X, states[2].X)
+    assert err.state.B is not None and err.state.S_dot is not None
 
 
 def test_settings_count_value_changes_and_a_run_takes_them_in():
@@ -411,7 +441,7 @@ def test_settings_count_value_changes_and_a_run_takes_them_in():
     sim.advance(2)  # nothing changed: the settings are not reread
     s.gamma = 7.0
     sim.advance(1)
-    assert sim.prob.gamma == 7.0 and sim.prob.beta == 2.0
+    assert sim.problem.gamma == 7.0 and sim.problem.beta == 2.0
 
 
 def test_cotangent_lift_next_half_relaxation_follows_dt():
@@ -419,13 +449,22 @@ def test_cotangent_lift_next_half_relaxation_follows_dt():
     same dt; after a dt change it relaxes afresh: the run equals one that never keeps
     that relaxation (to rounding), before and after the change."""
     s = Settings(model="cotangent_lift", n_tokens=6, dim=3, init_momentum="random")
-    ahead, afresh = Simulation(s), Simulation(s.copy())
-    for k in range(12):
-        if k == 6:
-            ahead.settings.dt = afresh.settings.dt = 0.025
-        ahead.advance(1)
-        afresh.state.cache.pop("half", None) if afresh.state.cache else None
-        afresh.advance(1)
-        for a, b in ((ahead.state.X, afresh.state.X), (ahead.state.A, afresh.state.A)):
-            np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
-        assert ahead.state.dissipated == pytest.approx(afresh.state.dissipated, rel=1e-10)
+    sim = Simulation(s)
+    stepper = Strang(sim.problem)
+    ahead = afresh = sim.state
+    c_ahead, c_afresh = stepper.start(ahead), stepper.start(afresh)
+    h = s.dt
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        for k in range(12):
+            if k == 6:
+                h = 0.025
+            ahead, c_ahead = stepper.step(ahead, c_ahead, h)
+            afresh, c_afresh = stepper.step(afresh, replace(c_afresh, half=None), h)
+            for a, b in ((ahead.X, afresh.X), (ahead.A, afresh.A)):
+                np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+            assert ahead.dissipated == pytest.approx(afresh.dissipated, rel=1e-10)
+    # and the mutation that ignores dt would be seen: a kept half of another dt differs
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        stale, _ = stepper.step(ahead, replace(c_ahead, half=(0.01,) + c_ahead.half[1:]), 0.01)
+        fresh, _ = stepper.step(ahead, replace(c_ahead, half=None), 0.01)
+    assert not np.allclose(stale.A, fresh.A, rtol=1e-11, atol=1e-13)

@@ -63,7 +63,7 @@ so $\sum_i \mathrm{KL}(A_i\|A^*_i) \le \sum_i B_i^2/8$.</p>""",
     look_for="At fixed features KL decays like e^{−2λt}; moving features leave a lag.",
     build=_build, reproblem=part_one.same_state,
     stepper=ExactLogit, energy=free_energy, diagnostics=_diagnostics,
-    extra={"reference": reference, "field": logit_velocity},
+    readable={"reference": reference, "field": logit_velocity},
 ))
 
 __all__ = ["SPEC", "free_energy", "logit_velocity", "reference"]

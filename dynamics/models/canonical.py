@@ -123,6 +123,6 @@ $H(t) - H(0) + \int_0^t D\,ds = 0$.</p>""",
              "model.",
     build=_build, reproblem=part_one.same_state,
     stepper=TrackedEtdVerlet, energy=_energy, diagnostics=_diagnostics,
-    extra={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
+    readable={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
            "effective_scores": effective_scores, "hamiltonian": hamiltonian},
 ))

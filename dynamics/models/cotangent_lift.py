@@ -115,6 +115,6 @@ $\hat S = S - P W_V X^\top$).</p>""",
     build=_build, reproblem=part_one.same_state,
     stepper=Strang, energy=_energy, diagnostics=_diagnostics,
     not_applicable=("kl_bound",),
-    extra={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
+    readable={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
            "effective_scores": effective_scores, "hamiltonian": hamiltonian},
 ))

@@ -86,5 +86,5 @@ $\gamma\to\infty$ limit of the canonical model.</p>""",
     look_for="H_r stays constant (bounded oscillation, no drift); KL and D are zero.",
     build=_build, reproblem=part_one.reslave,
     stepper=Verlet, energy=_energy, diagnostics=_diagnostics,
-    extra={"reference": _reference, "force": momentum_force, "hamiltonian": hamiltonian},
+    readable={"reference": _reference, "force": momentum_force, "hamiltonian": hamiltonian},
 ))

@@ -60,6 +60,11 @@ class ModelSpec:
         Every scalar diagnostic of a state (``energy0``: ``E(0)`` of the run), and the
         arrays its frame shows besides features and momenta (``attention``, ``softmax``,
         ``target``, ``kl_rows``; absent or None where the model has none).
+    readable : dict of str to callable
+        The model's equations as written on the Theory page, for references and tests:
+        ``"velocity"`` ``Ẋ = ∂H/∂P``, ``"force"`` ``Ṗ = −∂H/∂X``, ``"effective_scores"``
+        ``Ŝ``, ``"hamiltonian"`` ``H`` (each ``(problem, X, P, A)``), ``"field"``, and
+        ``"reference"``: ``(problem, state) -> (rhs, y0, unpack)`` for ``solve_ivp``.
     check : callable ``(problem, old, new, memo) -> (reason, accept, memo)``, optional
         A model-specific reason to stop the run after a step (beyond a non-finite value
         or a feature norm above ``norm_limit``): ``reason`` None to go on, else whether
@@ -83,7 +88,7 @@ class ModelSpec:
     continue_settings: tuple = ("dt", "gamma")
     not_applicable: tuple = ()
     check: Callable | None = None
-    extra: dict = field(default_factory=dict)
+    readable: dict = field(default_factory=dict)
 
     def reads(self) -> tuple:
         """Every setting this model reads, common ones first."""

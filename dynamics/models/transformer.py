@@ -73,5 +73,5 @@ attention layer. The energy shown is $\Phi$; the energy residual is n/a.</p>""",
     build=_build, reproblem=part_one.reslave,
     stepper=Heun, energy=_energy, diagnostics=_diagnostics,
     not_applicable=("energy_residual",),
-    extra={"reference": _reference, "velocity": velocity, "layer": residual_layer},
+    readable={"reference": _reference, "velocity": velocity, "layer": residual_layer},
 ))

@@ -114,6 +114,6 @@ The attention target is $\mathrm{rowsoftmax}(\beta\hat S)$, $\hat S = S + \kappa
     build=_build, reproblem=part_one.same_state,
     stepper=EtdVerlet, energy=_energy, diagnostics=_diagnostics,
     not_applicable=("kl_bound",),
-    extra={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
+    readable={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
            "effective_scores": effective_scores, "hamiltonian": hamiltonian},
 ))
