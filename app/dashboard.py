@@ -9,12 +9,9 @@ the Bokeh ``ColumnDataSource``s of the panels under one document hold.
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
 import json
 import math
 import time
-import weakref
 from collections import deque
 from types import MappingProxyType
 
@@ -31,15 +28,20 @@ from dynamics import (
     Settings,
     Simulation,
 )
-from dynamics.simulation import ENERGY_SETTINGS, RESTART_SETTINGS
 
-from . import export, presets, urlstate
+from . import export, presets, server, urlstate
 from .controls import MAX_PASTE, Controls
 from .explain import Explanation
 from .heatmaps import Heatmaps
 from .resources import read_asset
 from .timeseries import TimeSeries
 from .trajectories import Trajectories
+
+# The server plumbing lives in app.server; these names stay readable here (the browser
+# tests count app.dashboard.live_callbacks() and call app.dashboard._return_memory()).
+running_dashboards = server.running_dashboards
+live_callbacks = server.live_callbacks
+_return_memory = server.return_memory
 
 #: Stylesheet of the text panes.
 CSS = read_asset("style.css")
@@ -62,44 +64,6 @@ STOPPED_STYLE = MappingProxyType(
 VIEW_PARAMS = ("steps_per_frame", "compare")
 #: Diagnostics that are NaN ("not applicable") for some model.
 _OPTIONAL = frozenset(name for names in NOT_APPLICABLE.values() for name in names)
-#: Dashboards of this process that started a periodic callback (read it through
-#: :func:`running_dashboards` / :func:`live_callbacks`; only ``Dashboard`` adds and removes).
-_WITH_CALLBACK: weakref.WeakSet = weakref.WeakSet()
-
-
-def running_dashboards() -> tuple:
-    """The dashboards of this process whose periodic callback is running."""
-    return tuple(d for d in list(_WITH_CALLBACK)
-                 if d._callback is not None and d._callback.running)
-
-
-def live_callbacks() -> int:
-    """Number of periodic callbacks of dashboards running in this process."""
-    return len(running_dashboards())
-
-
-def _closed_socket_filter(loop, context):
-    """Asyncio exception handler dropping only writes to a websocket that just closed."""
-    from tornado.iostream import StreamClosedError
-    from tornado.websocket import WebSocketClosedError
-
-    if isinstance(context.get("exception"), (WebSocketClosedError, StreamClosedError)):
-        return  # a page closed while a frame was on its way: there is no one to deliver it to
-    previous = getattr(loop, "_dashboard_previous_handler", None)
-    if previous is not None:
-        previous(loop, context)
-    else:
-        loop.default_exception_handler(context)
-
-
-def _install_closed_socket_filter():
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    if loop.get_exception_handler() is not _closed_socket_filter:
-        loop._dashboard_previous_handler = loop.get_exception_handler()
-        loop.set_exception_handler(_closed_socket_filter)
 
 
 def _frame_is_finite(frame) -> bool:
@@ -114,40 +78,6 @@ def _frame_is_finite(frame) -> bool:
 def _average(old: float, new: float) -> float:
     """Exponential moving average (the first value is taken as is)."""
     return 0.9 * old + 0.1 * new if old else new
-
-
-#: Seconds after a session ends before its memory is handed back to the OS (by then
-#: Bokeh has dropped the session's document; several sessions ending together share one).
-MEMORY_RETURN_DELAY = 2.0
-_memory_return_pending = False
-
-
-def _schedule_memory_return() -> None:
-    """Collect the closed sessions' objects and give freed heap back to the OS, soon.
-
-    A dashboard holds reference cycles (param watchers, Bokeh models), freed only by the
-    cyclic collector; and glibc keeps freed heap unless trimmed. Without both, a server
-    that served many sessions holds the memory of its busiest moment.
-    """
-    global _memory_return_pending
-    if _memory_return_pending:
-        return
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    _memory_return_pending = True
-    loop.call_later(MEMORY_RETURN_DELAY, _return_memory)
-
-
-def _return_memory() -> None:
-    global _memory_return_pending
-    _memory_return_pending = False
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
 
 
 class Dashboard(pn.viewable.Viewer):
@@ -216,9 +146,8 @@ class Dashboard(pn.viewable.Viewer):
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
                                         sizing_mode="stretch_width")
         self.downloads = export.download_buttons(self)
-        self.settings.param.watch(self._on_restart_setting, list(RESTART_SETTINGS))
+        self.settings.param.watch(self._on_setting, Settings.names())
         self.settings.param.watch(self._sync_url, Settings.names())
-        self.settings.param.watch(self._refresh, list(ENERGY_SETTINGS))
         if self.compare:
             self._start_reference()
         self.timeseries.show_distance(self.compare)
@@ -257,8 +186,16 @@ class Dashboard(pn.viewable.Viewer):
         self._sync_url()
 
     # -- run control -----------------------------------------------------------
-    def _on_restart_setting(self, *events):
-        self.reset()
+    def _on_setting(self, *events):
+        """A setting changed: the simulation decides whether that restarts the run
+        (:meth:`dynamics.Simulation.sync`); a restart resets the plots, a continued run
+        shows the change on the current state."""
+        if not self._ready:
+            return
+        if self.sim.sync() == "restart":
+            self.reset()
+            return
+        self._refresh()
 
     def _refresh(self, *events):
         """Show the effect of a changed β, γ, … on the current state: while paused at
@@ -268,7 +205,6 @@ class Dashboard(pn.viewable.Viewer):
             return
         if not self._ready or self.sim.status != RUNNING:
             return
-        self.sim.advance(0)  # takes the new settings in, continuing from the current state
         frame = self.sim.frame()
         if _frame_is_finite(frame):
             with pn.io.hold():
@@ -542,10 +478,16 @@ class Dashboard(pn.viewable.Viewer):
             self._ack_time = time.perf_counter()
             self.heatmaps.attention.on_change("tags", self._on_ack)
             pn.state.on_session_destroyed(self._on_session_destroyed)
-            _install_closed_socket_filter()
+            server.install_closed_socket_filter()
         self._callback = pn.state.add_periodic_callback(
             self.tick, period=self.period, start=self.playing)
-        _WITH_CALLBACK.add(self)
+        server.register_session(self)
+
+    @property
+    def periodic_callback(self):
+        """This session's periodic callback (None before the page loaded and after it
+        closed; the registry of :mod:`app.server` reads it)."""
+        return self._callback
 
     def _push_notebook(self):
         if self._notebook and self._layout is not None:
@@ -556,28 +498,12 @@ class Dashboard(pn.viewable.Viewer):
         if self._callback is not None:
             self._callback.stop()
             self._callback = None
-        _WITH_CALLBACK.discard(self)
+        server.forget_session(self)
         self._session_context = None
-        self._release_links()
+        server.release_links(self._layout)  # its widgets' JS links would keep it alive
         self.reference = None
         self.history.clear()
-        _schedule_memory_return()
-
-    def _release_links(self):
-        """Drop this session's widgets from Panel's class-level registry of JS callbacks.
-
-        ``EditableFloatSlider`` links its input box to its slider with a
-        ``panel.links.Callback`` kept in ``Callback.registry``, a WeakKeyDictionary
-        whose values refer back to their keys: without this the whole dashboard of
-        every closed session would stay in memory.
-        """
-        from panel.links import Callback
-
-        if self._layout is None:
-            return
-        mine = {id(obj) for obj in self._layout.select()}
-        for source in [s for s in list(Callback.registry) if id(s) in mine]:
-            Callback.registry.pop(source, None)
+        server.schedule_memory_return()
 
     @param.depends("playing", watch=True)
     def _toggle_playing(self):

@@ -219,7 +219,7 @@ def test_dashboards_share_no_mutable_state():
     assert dashboard_module.live_callbacks() == 0  # no server, no callback
 
 
-_OWNED = ("dashboard", "urlstate", "presets", "controls", "export", "main")
+_OWNED = ("dashboard", "server", "urlstate", "presets", "controls", "export", "main")
 
 
 def test_no_module_level_mutable_state_in_app():

@@ -1,0 +1,164 @@
+"""Server plumbing of the dashboard: what a long-running ``panel serve`` process needs.
+
+Nothing here knows what a dashboard shows; :class:`app.dashboard.Dashboard` calls it.
+
+* A registry of the sessions whose periodic callback runs (:func:`register_session`,
+  :func:`forget_session`, read by :func:`running_dashboards` / :func:`live_callbacks`).
+* :func:`install_closed_socket_filter`: an asyncio exception handler dropping only the
+  writes to a websocket that just closed (a page closed while a frame was on its way).
+* :func:`schedule_memory_return` / :func:`return_memory`: after sessions end, collect
+  their reference cycles and hand the freed heap back to the OS (glibc ``malloc_trim``).
+* :func:`release_links`: drop a closed session's widgets from Panel's class-level
+  registry of JS callbacks, which would otherwise keep the whole session alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import gc
+import weakref
+
+#: Sessions of this process that started a periodic callback: objects with a
+#: ``periodic_callback`` attribute (a ``panel.io.callbacks.PeriodicCallback`` or None).
+#: Only :func:`register_session` and :func:`forget_session` change it.
+_WITH_CALLBACK: weakref.WeakSet = weakref.WeakSet()
+
+#: Seconds after a session ends before its memory is handed back to the OS (by then
+#: Bokeh has dropped the session's document; several sessions ending together share one).
+MEMORY_RETURN_DELAY = 2.0
+_memory_return_pending = False
+
+
+# -- registry of sessions with a periodic callback ------------------------------------
+def register_session(session) -> None:
+    """Record ``session`` as one that started a periodic callback.
+
+    Parameters
+    ----------
+    session : object
+        Has a ``periodic_callback`` attribute (``PeriodicCallback`` or None); held by a
+        weak reference, so a registered session is still freed when it ends.
+    """
+    _WITH_CALLBACK.add(session)
+
+
+def forget_session(session) -> None:
+    """Remove ``session`` from the registry (no error if it is not there)."""
+    _WITH_CALLBACK.discard(session)
+
+
+def running_dashboards() -> tuple:
+    """The registered sessions (dashboards) whose periodic callback is running.
+
+    Returns
+    -------
+    tuple
+        In no particular order.
+    """
+    return tuple(d for d in list(_WITH_CALLBACK)
+                 if d.periodic_callback is not None and d.periodic_callback.running)
+
+
+def live_callbacks() -> int:
+    """Number of periodic callbacks of dashboards running in this process."""
+    return len(running_dashboards())
+
+
+# -- writes to a closed websocket -----------------------------------------------------
+def closed_socket_filter(loop, context) -> None:
+    """Asyncio exception handler dropping only writes to a websocket that just closed.
+
+    Parameters
+    ----------
+    loop : asyncio.AbstractEventLoop
+    context : dict
+        As given to an exception handler (``"exception"``, ``"message"``, ...).
+
+    Notes
+    -----
+    Any other exception goes to the handler the loop had before
+    :func:`install_closed_socket_filter`, or to the loop's default handler.
+    """
+    from tornado.iostream import StreamClosedError
+    from tornado.websocket import WebSocketClosedError
+
+    if isinstance(context.get("exception"), (WebSocketClosedError, StreamClosedError)):
+        return  # a page closed while a frame was on its way: there is no one to deliver it to
+    previous = getattr(loop, "_dashboard_previous_handler", None)
+    if previous is not None:
+        previous(loop, context)
+    else:
+        loop.default_exception_handler(context)
+
+
+def install_closed_socket_filter() -> None:
+    """Make :func:`closed_socket_filter` the exception handler of the running loop.
+
+    Does nothing without a running loop, or if it is installed already; the loop's
+    previous handler is kept (as ``loop._dashboard_previous_handler``) and still
+    receives every other exception.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if loop.get_exception_handler() is not closed_socket_filter:
+        loop._dashboard_previous_handler = loop.get_exception_handler()
+        loop.set_exception_handler(closed_socket_filter)
+
+
+# -- memory of ended sessions ---------------------------------------------------------
+def schedule_memory_return() -> None:
+    """Collect the closed sessions' objects and give freed heap back to the OS, soon.
+
+    A dashboard holds reference cycles (param watchers, Bokeh models), freed only by the
+    cyclic collector; and glibc keeps freed heap unless trimmed. Without both, a server
+    that served many sessions holds the memory of its busiest moment.
+
+    Calls :func:`return_memory` :data:`MEMORY_RETURN_DELAY` seconds later on the running
+    loop, once for all the sessions ending meanwhile; does nothing without a running loop.
+    """
+    global _memory_return_pending
+    if _memory_return_pending:
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    _memory_return_pending = True
+    loop.call_later(MEMORY_RETURN_DELAY, return_memory)
+
+
+def return_memory() -> None:
+    """Run the cyclic garbage collector, then ``malloc_trim(0)`` (glibc only; else nothing)."""
+    global _memory_return_pending
+    _memory_return_pending = False
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
+# -- Panel's registry of JS callbacks -------------------------------------------------
+def release_links(layout) -> None:
+    """Drop the objects of ``layout`` from Panel's class-level registry of JS callbacks.
+
+    ``EditableFloatSlider`` links its input box to its slider with a
+    ``panel.links.Callback`` kept in ``Callback.registry``, a WeakKeyDictionary whose
+    values refer back to their keys: without this the whole dashboard of every closed
+    session would stay in memory.
+
+    Parameters
+    ----------
+    layout : panel.viewable.Viewable or None
+        The session's layout (every object ``layout.select()`` finds); None: nothing.
+    """
+    from panel.links import Callback
+
+    if layout is None:
+        return
+    mine = {id(obj) for obj in layout.select()}
+    for source in [s for s in list(Callback.registry) if id(s) in mine]:
+        Callback.registry.pop(source, None)
