@@ -236,7 +236,8 @@ class Simulation:
             self._diverge(new.t, "non-finite value")
             return
         if self.spec.check is not None:
-            reason, accept, self._memo = self.spec.check(self._problem, st, new, self._memo)
+            reason, accept, self._memo = self.spec.check(self._problem, st, new, self._memo,
+                                                         self._norm_limit)
             if reason is not None:
                 if accept:
                     self._state, self._carry = new, carry

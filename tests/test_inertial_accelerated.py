@@ -19,10 +19,10 @@ from dynamics.inertial import (
     matrix_dissipation,
     matrix_field,
     matrix_hamiltonian,
-    rk4_step,
     second_moment,
     undamped_blowup_time,
 )
+from dynamics.steppers.rk4 import rk4_step
 
 FAST = settings(max_examples=6, deadline=None,
                 phases=[Phase.explicit, Phase.reuse, Phase.generate])

@@ -1,83 +1,184 @@
-"""The Part II streaming engine (contract of dynamics.inertial.engine)."""
+"""The Part II models through the one loop of Simulation: their specs (dynamics.models),
+the RK4 stepper (dynamics.steppers.rk4), the shared build, diagnostics and stop tests
+(dynamics.models.part_two)."""
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from dynamics import Simulation
+from dynamics import Settings, Simulation, models
 from dynamics.frame import DIVERGED, RUNNING
 from dynamics.inertial import (
-    InertialEngine,
     inertial_dissipation,
-    inertial_force,
     inertial_hamiltonian,
     inertial_kinetic,
-    inertial_velocity,
-    model_field,
     softmax_kernel,
 )
-from dynamics.inertial.accelerated import accelerated_force, accelerated_velocity
-from dynamics.inertial.engine import energies
-from dynamics.inertial.linear import linear_velocity
-from dynamics.settings import PART_II_MODELS, Settings
+from dynamics.inertial.accelerated import accelerated_dissipation, accelerated_kinetic
+from dynamics.models import part_two
+from dynamics.models.part_two import DIAGNOSTICS
+from dynamics.settings import PART_II_MODELS
+from dynamics.steppers import RK4
+from dynamics.workspace import Workspace
 
-KEYS = {"t", "second_moment_max", "second_moment_min", "hamiltonian", "kinetic_energy",
-        "feature_norm", "damping"}
+SOFTMAX = ("softmax_first_order", "softmax_inertial", "softmax_momentum")
+FIRST_ORDER = ("linear", "softmax_first_order")
+#: Settings of each model's order run: moving, bounded over the horizon.
+ORDER_CASES = {
+    "linear": {},
+    "linear_accelerated": {},
+    "softmax_first_order": {},
+    "softmax_inertial": {"second_moment": 0.1, "value_diag": "0.1"},
+    "softmax_momentum": {},
+}
+
+
+def test_part_two_models_are_registered_in_order_with_rk4():
+    assert PART_II_MODELS == ("linear", "linear_accelerated", "softmax_first_order",
+                              "softmax_inertial", "softmax_momentum")
+    for name in PART_II_MODELS:
+        spec = models.get(name)
+        assert spec.part == 2 and spec.stepper is RK4 and RK4.order == 4
+        assert spec.energy_settings == ()
+        assert set(spec.continue_settings) == {"dt", "damping", "alpha", "nesterov_r",
+                                               "nesterov_t0"}
+        assert {"kernel_diag", "value_diag", "matrix_draw", "cloud",
+                "second_moment"} <= set(spec.restart_settings())
+        assert "field" in spec.readable and "reference" in spec.readable
+        assert (spec.energy is not None) == (name in ("linear_accelerated",
+                                                      "softmax_inertial"))
 
 
 @pytest.mark.parametrize("model", PART_II_MODELS)
 def test_default_settings_run_with_finite_diagnostics(model):
-    eng = InertialEngine(Settings(model=model))
-    eng.advance(200)
-    f = eng.frame()
-    assert KEYS <= set(f.diagnostics)
+    sim = Simulation(Settings(model=model))
+    f = sim.step(200)
+    assert tuple(f.diagnostics) == DIAGNOSTICS
     assert all(np.isfinite(v) for v in f.diagnostics.values())
     assert np.all(np.isfinite(f.features)) and np.all(np.isfinite(f.momenta))
     assert f.features.shape == (8, 4) and f.status in (RUNNING, DIVERGED)
-    if model in ("softmax_first_order", "softmax_inertial", "softmax_momentum"):
-        assert np.allclose(f.attention.sum(1), 1, atol=1e-12)
+    if model in SOFTMAX:
+        np.testing.assert_allclose(f.attention.sum(1), 1, atol=1e-12)
+        np.testing.assert_array_equal(f.attention, softmax_kernel(f.features, sim.problem.A))
     else:
         assert f.attention is None
-    if model in ("linear", "softmax_first_order"):
+    if model in FIRST_ORDER:
         assert not f.momenta.any() and f.diagnostics["hamiltonian"] == 0.0
 
 
 def test_divergence_stops_and_names_time():
-    eng = InertialEngine(Settings(model="linear", value_diag="2", second_moment=1.0))
-    eng.advance(200)
-    assert eng.status == DIVERGED
-    assert 0.25 <= eng.diverged_at <= 0.3  # T_max = 1/(2·1·2·1) = 0.25
-    assert f"t = {eng.diverged_at:.3f}" in eng.message
-    f = eng.frame()
-    assert f.status == DIVERGED and f.message == eng.message
+    sim = Simulation(Settings(model="linear", value_diag="2", second_moment=1.0))
+    sim.advance(200)
+    assert sim.status == DIVERGED
+    assert 0.25 <= sim.diverged_at <= 0.3  # T_max = 1/(2·1·2·1) = 0.25
+    assert sim.message.startswith(f"diverged at t = {sim.diverged_at:.4g}: ")
+    f = sim.frame()
+    assert f.status == DIVERGED and f.message == sim.message
     assert all(np.isfinite(v) for v in f.diagnostics.values())
-    t = eng.t
-    eng.advance(10)
-    assert eng.t == t
-    eng.reset()
-    assert eng.status == RUNNING and eng.t == 0.0 and eng.message == ""
+    # the feature norm passed norm_limit: the state that passed it is kept, and the run
+    # stops (λ_max(S) passed it too)
+    assert "feature norm" in sim.message and f.diagnostics["feature_norm"] > 1e6
+    assert f.diagnostics["second_moment_max"] > 1e6
+    assert f.t == sim.diverged_at
+    t = sim.t
+    sim.advance(10)
+    assert sim.t == t
+    sim.reset()
+    assert sim.status == RUNNING and sim.t == 0.0 and sim.message == ""
+
+
+def test_a_non_finite_step_is_rejected():
+    """A step far past the blow-up overflows: the run stops on the last finite state."""
+    sim = Simulation(Settings(model="linear", value_diag="1000", second_moment=100.0,
+                              dt=1.0, norm_limit=1e12))
+    sim.advance(20)
+    assert sim.status == DIVERGED and "non-finite" in sim.message
+    assert np.all(np.isfinite(sim.state.X)) and sim.t == 0.0 and sim.diverged_at == 1.0
+
+
+def test_check_rejects_non_finite_momenta_and_keeps_the_energy():
+    """The stop test on its own: a state with infinite momenta (finite features) is
+    rejected; a step goes on, its memo being H of the state it accepted; a state whose H
+    rose is kept and stops the run."""
+    sim = Simulation(Settings(model="linear_accelerated"))
+    prob, st = sim.problem, sim.state
+    bad = replace(st, t=0.01, P=np.full_like(st.P, np.inf))
+    reason, accept, memo = part_two.check(prob, st, bad, None, 1e6)
+    assert "non-finite" in reason and not accept and memo == sim.energy()
+    sim.advance(1)
+    good = sim.state
+    reason, accept, memo = part_two.check(prob, st, good, part_two.energy(prob, st), 1e6)
+    assert reason is None and accept and memo == sim.energy()
+    up = replace(good, P=good.P + 0.1)  # more kinetic energy: H rose although dH/dt ≤ 0
+    reason, accept, memo = part_two.check(prob, good, up, memo, 1e6)
+    assert "energy increased" in reason and accept and memo == part_two.energy(prob, up)
+
+
+def test_norm_limit_changed_mid_run_applies_to_the_next_step():
+    s = Settings(model="linear_accelerated")
+    sim = Simulation(s)
+    sim.advance(5)
+    norm = sim.frame().diagnostics["feature_norm"]
+    s.norm_limit = 1.0  # below the feature norm (≈ 4)
+    sim.advance(5)
+    f = sim.frame()
+    assert sim.status == DIVERGED and "feature norm" in sim.message
+    assert f.t == pytest.approx(0.06) and f.diagnostics["feature_norm"] > 1.0 and norm > 1.0
+
+
+def test_energy_increase_of_a_dissipative_model_stops_the_run():
+    """Too large a step for the inertial model: H(new) > H(old) although dH/dt ≤ 0; the
+    state where it rose is kept."""
+    s = Settings(model="softmax_inertial", n_tokens=12, dim=3, seed=5, dt=0.02, alpha=0.5,
+                 second_moment=0.2, value_diag="1.5", kernel_diag="0.8", matrix_draw="random")
+    sim = Simulation(s)
+    energies = [sim.energy()]
+    while sim.status == RUNNING and sim.t < 1.0:
+        sim.advance(1)
+        energies.append(sim.energy())
+    assert sim.status == DIVERGED and "energy increased" in sim.message
+    assert energies[-1] > energies[-2] and np.all(np.diff(energies[:-1]) <= 0)
+    assert sim.frame().diagnostics["hamiltonian"] == energies[-1]
 
 
 def test_same_seed_same_frames_and_seed_matters():
     s = Settings(model="linear_accelerated", matrix_draw="random", cloud="student_t", seed=3)
-    a, b = InertialEngine(s), InertialEngine(s.copy())
+    a, b = Simulation(s), Simulation(s.copy())
     a.advance(50)
     b.advance(50)
     np.testing.assert_array_equal(a.frame().features, b.frame().features)
     assert a.frame().diagnostics == b.frame().diagnostics
-    c = InertialEngine(s.copy(seed=4))
-    assert not np.array_equal(c.X0, a.X0)
+    c = Simulation(s.copy(seed=4))
+    assert not np.array_equal(c.state.X, Simulation(s.copy()).state.X)
 
 
 def test_initial_state_and_hamiltonian():
-    eng = InertialEngine(Settings(model="linear_accelerated", n_tokens=10, dim=3,
-                                  second_moment=0.7, value_diag="1,2,3"))
-    np.testing.assert_allclose(eng.X0.T @ eng.X0 / 10, 0.7 * np.eye(3), atol=1e-12)
-    assert not eng.Y0.any()
-    d = eng.frame().diagnostics
+    sim = Simulation(Settings(model="linear_accelerated", n_tokens=10, dim=3,
+                              second_moment=0.7, value_diag="1,2,3"))
+    X0 = sim.state.X
+    np.testing.assert_allclose(X0.T @ X0 / 10, 0.7 * np.eye(3), atol=1e-12)
+    assert not sim.state.P.any()
+    d = sim.frame().diagnostics
     # H(0) = −½ Σ x_iᵀ V x_i = −(N/2) tr(V S0)
-    assert d["hamiltonian"] == pytest.approx(-5 * 0.7 * 6)
+    assert d["hamiltonian"] == pytest.approx(-5 * 0.7 * 6) == sim.energy()
     assert d["second_moment_max"] == pytest.approx(0.7)
+
+
+def test_given_features_and_momenta_are_honoured():
+    rng = np.random.default_rng(2)
+    X, Y = rng.standard_normal((5, 2)), rng.standard_normal((5, 2))
+    sim = Simulation(Settings(model="linear_accelerated", n_tokens=5, dim=2),
+                     features=X, momenta=Y)
+    np.testing.assert_array_equal(sim.state.X, X)
+    np.testing.assert_array_equal(sim.state.P, Y)
+    first = Simulation(Settings(model="softmax_first_order", n_tokens=5, dim=2),
+                       features=X, momenta=Y)
+    np.testing.assert_array_equal(first.state.X, X)
+    assert not first.state.P.any()  # a first-order model has no momenta
+    with pytest.raises(ValueError, match="shape"):
+        Simulation(Settings(model="linear", n_tokens=5, dim=2), features=X[:4])
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -89,42 +190,83 @@ def test_initial_state_and_hamiltonian():
 ])
 def test_invalid_settings_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        InertialEngine(Settings(**{"model": "linear", **kwargs}))
+        Simulation(Settings(**{"model": "linear", **kwargs}))
 
 
 def test_settings_read_at_each_advance():
     s = Settings(model="linear_accelerated", dt=0.01)
-    eng = InertialEngine(s)
-    eng.advance(10)
+    sim = Simulation(s)
+    sim.advance(10)
     s.dt = 0.02
     s.damping, s.alpha = "nesterov", 0.5
-    eng.advance(5)
-    assert eng.t == pytest.approx(0.2)
-    assert eng.frame().diagnostics["damping"] == pytest.approx(3.0 / 1.2 + 0.5)
+    sim.advance(5)
+    assert sim.t == pytest.approx(0.2)
+    assert sim.frame().diagnostics["damping"] == pytest.approx(3.0 / 1.2 + 0.5)
+
+
+def test_setting_changes_continue_or_restart():
+    s = Settings(model="softmax_momentum")
+    sim = Simulation(s)
+    sim.advance(3)
+    s.beta = 2.0  # not read by Part II
+    assert sim.sync() is None and sim.t > 0
+    s.alpha = 0.3
+    assert sim.sync() == "continue" and sim.changes[-1].work == 0.0
+    assert sim.problem.damping.c == 0.3
+    s.second_moment = 0.4
+    assert sim.sync() == "restart" and sim.t == 0.0
+
+
+def test_damping_changed_mid_run_continues_from_the_state():
+    """A changed damping rate continues the run: the same steps as a run started from
+    that state with the new rate (constant damping, so the clock does not matter)."""
+    s = Settings(model="linear_accelerated", value_diag="-1", damping="constant", alpha=0.0)
+    sim = Simulation(s)
+    sim.advance(5)
+    X, Y = sim.state.X, sim.state.P
+    s.alpha = 2.0
+    sim.advance(5)
+    assert [c.values for c in sim.changes] == [{"alpha": (0.0, 2.0)}]
+    fresh = Simulation(s.copy(), features=X, momenta=Y)
+    fresh.advance(5)
+    np.testing.assert_array_equal(sim.state.X, fresh.state.X)
+    np.testing.assert_array_equal(sim.state.P, fresh.state.P)
+    assert sim.frame().diagnostics["damping"] == 2.0
 
 
 @pytest.mark.parametrize("model", PART_II_MODELS)
-def test_measured_order_of_fixed_step_scheme(model):
-    """Error vs a tight solve_ivp reference at dt, dt/2, dt/4: fitted order ≥ 1.8."""
+def test_measured_order_of_rk4_against_an_independent_reference(model):
+    """Errors at dt, dt/2, dt/4 against solve_ivp (DOP853, rtol 1e-12) on the model's
+    readable field: fitted order ≥ 3.8 (RK4 is order 4)."""
     s = Settings(model=model, damping="nesterov", alpha=0.5, matrix_draw="random",
-                 second_moment=0.3, n_tokens=6, dim=3)
-    eng = InertialEngine(s)
-    f = model_field(model, eng.A, eng.V, eng.B, eng.damping)
-    T = 0.4
-    z0 = np.stack([eng.X0, eng.Y0 + 0.2])  # nonzero momenta exercise the whole field
-    ref = solve_ivp(lambda t, y: f(t, y.reshape(z0.shape)).ravel(), (0, T), z0.ravel(),
-                    method="DOP853", rtol=1e-13, atol=1e-13).y[:, -1]
-    errors = []
-    dts = np.array([0.04, 0.02, 0.01])
+                 n_tokens=6, dim=3, **{"second_moment": 0.3, **ORDER_CASES[model]})
+    start = Simulation(s)
+    prob, X0 = start.problem, start.state.X
+    Y0 = np.full_like(X0, 0.2)  # nonzero momenta exercise the whole field
+    field = models.get(model).readable["field"]
+    n, d = X0.shape
+
+    def rhs(t, y):
+        dX, dY = field(prob, t, y[:n * d].reshape(n, d), y[n * d:].reshape(n, d))
+        return np.concatenate([dX.ravel(), dY.ravel()])
+
+    T = 0.8
+    ref = solve_ivp(rhs, (0, T), np.concatenate([X0.ravel(), Y0.ravel()]),
+                    method="DOP853", rtol=1e-12, atol=1e-14).y[:, -1]
+    if model in FIRST_ORDER:
+        ref = ref[:n * d]  # the momenta are not a variable of a first-order model
+    errors, dts = [], np.array([0.1, 0.05, 0.025])
     for dt in dts:
-        s.dt = dt
-        eng.reset()
-        eng.Z = z0.copy()
-        eng.advance(int(round(T / dt)))
-        errors.append(np.abs(eng.Z.ravel() - ref).max())
+        sim = Simulation(s.copy(dt=dt), features=X0, momenta=Y0)
+        sim.advance(int(round(T / dt)))
+        assert sim.status == RUNNING and sim.t == pytest.approx(T)
+        got = sim.state.X.ravel() if model in FIRST_ORDER else \
+            np.concatenate([sim.state.X.ravel(), sim.state.P.ravel()])
+        errors.append(np.abs(got - ref).max())
     order = np.polyfit(np.log(dts), np.log(errors), 1)[0]
     print(f"{model}: errors {errors}, measured order {order:.2f}")
-    assert order >= 1.8
+    assert errors[-1] > 1e-10 * np.abs(ref).max()  # well above the reference's error
+    assert order >= 3.8
 
 
 def test_runaway_momenta_stop_the_run_with_finite_diagnostics():
@@ -141,56 +283,62 @@ def test_runaway_momenta_stop_the_run_with_finite_diagnostics():
 
 
 @pytest.mark.parametrize("model", PART_II_MODELS)
-def test_engine_field_is_the_model_equations(model):
-    """The engine's field (products shared between terms, a reused buffer) equals the
-    equations as the model modules write them (MODEL.md §10–§13), term by term."""
+def test_fused_field_is_the_readable_field(model):
+    """The field the stepper calls (products shared between terms, shifted exponentials,
+    a reused buffer) equals the model's readable field, term by term."""
     s = Settings(model=model, damping="nesterov", alpha=0.5, matrix_draw="random",
                  second_moment=0.3, n_tokens=7, dim=3)
-    eng = InertialEngine(s)
-    f = model_field(model, eng.A, eng.V, eng.B, eng.damping)
-    rng = np.random.default_rng(5)
-    X, Y = eng.X0, 0.4 * rng.standard_normal(eng.X0.shape)
+    prob = Simulation(s).problem
+    X = Simulation(s).state.X
+    Y = 0.4 * np.random.default_rng(5).standard_normal(X.shape)
     t = 0.3
-    rate = eng.damping.rate(t)
-    expected = {
-        "linear": (linear_velocity(X, eng.A, eng.V), np.zeros_like(Y)),
-        "linear_accelerated": (accelerated_velocity(X, Y, eng.A),
-                               -rate * Y + accelerated_force(X, Y, eng.A, eng.V)),
-        "softmax_first_order": (softmax_kernel(X, eng.A) @ (X @ eng.V), np.zeros_like(Y)),
-        "softmax_momentum": (Y, -rate * Y + softmax_kernel(X, eng.A) @ (X @ eng.V)),
-        "softmax_inertial": None,  # needs B = V A⁻¹, which only this model has
-    }[model]
-    if model == "softmax_inertial":
-        expected = (inertial_velocity(X, Y, eng.A, eng.B),
-                    -rate * Y + inertial_force(X, Y, eng.A, eng.B))
+    expected = models.get(model).readable["field"](prob, t, X, Y)
+    work = Workspace()
     for _ in range(2):  # the second call reuses the field's buffers
-        got = f(t, np.stack([X, Y]))
+        got = prob.field(t, np.stack([X, Y]), work)
+        assert got.shape == (2, 7, 3)
         for g, e in zip(got, expected, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-13)
-    if model == "softmax_inertial":  # and the energies of its stop tests, at once
-        reference = (inertial_hamiltonian(X, Y, eng.A, eng.B),
-                     inertial_kinetic(X, Y, eng.A, eng.B),
-                     inertial_dissipation(X, Y, eng.A, eng.B))
-        assert energies(model, X, Y, eng.A, eng.V, eng.B) == pytest.approx(reference,
-                                                                         rel=1e-12)
 
 
-def test_damping_changed_between_advances_takes_effect():
-    """The engine keeps its field between calls; a changed damping rate rebuilds it (the
-    same run as one that had the new rate from that time on)."""
-    from dynamics.inertial.damping import Damping
-    from dynamics.inertial.integrators import rk4_step
+@pytest.mark.parametrize("model", ["linear_accelerated", "softmax_inertial"])
+def test_fused_energies_are_the_readable_ones(model):
+    """``(H, kinetic, Σ y·∂H/∂y)`` of the stop tests and diagnostics, at once, equal the
+    readable Hamiltonian and its parts; ``dH/dt = −α`` times the last."""
+    s = Settings(model=model, matrix_draw="random", second_moment=0.3, n_tokens=7, dim=3)
+    sim = Simulation(s)
+    prob, X = sim.problem, sim.state.X
+    Y = 0.4 * np.random.default_rng(6).standard_normal(X.shape)
+    readable = models.get(model).readable
+    A, B = prob.A, prob.B
+    if model == "linear_accelerated":
+        kinetic, dissipation = accelerated_kinetic(X, Y, A), accelerated_dissipation(X, Y, A)
+    else:
+        kinetic, dissipation = inertial_kinetic(X, Y, A, B), inertial_dissipation(X, Y, A, B)
+    reference = (readable["hamiltonian"](prob, X, Y), kinetic, dissipation)
+    assert prob.energies(X, Y) == pytest.approx(reference, rel=1e-12)
+    if model == "softmax_inertial":
+        assert reference[0] == pytest.approx(inertial_hamiltonian(X, Y, A, B), rel=1e-15)
+    # Σ y·∂H/∂y is y·(readable velocity)
+    velocity = readable["velocity"](prob, X, Y)
+    assert dissipation == pytest.approx(float(np.sum(Y * velocity)), rel=1e-12)
 
-    s = Settings(model="linear_accelerated", value_diag="-1", damping="constant", alpha=0.0)
-    eng = InertialEngine(s)
-    eng.advance(5)
-    Z = eng.Z.copy()
-    s.alpha = 2.0
-    eng.advance(5)
-    f = model_field(s.model, eng.A, eng.V, None, Damping.from_settings(s))
-    t = 5 * s.dt
-    for _ in range(5):
-        Z = rk4_step(f, t, Z, s.dt)
-        t += s.dt
-    np.testing.assert_allclose(eng.Z, Z, rtol=1e-13, atol=1e-15)
-    assert eng.frame().diagnostics["damping"] == 2.0
+
+@pytest.mark.parametrize("model", PART_II_MODELS)
+def test_rk4_step_leaves_its_inputs_alone(model):
+    """Rule 4 of the stepper contract: a step never writes the state or the carry it
+    starts from (the same step twice gives the same state); t advances by h."""
+    sim = Simulation(Settings(model=model, n_tokens=6, dim=3))
+    prob, st = sim.problem, sim.state
+    st = replace(st, P=np.full_like(st.P, 0.1))
+    stepper = RK4(prob)
+    carry = stepper.start(st)
+    before = (st.X.copy(), st.P.copy(), carry.y.copy())
+    a, carry_a = stepper.step(st, carry, 0.01)
+    b, _ = stepper.step(st, carry, 0.01)
+    for kept, now in zip(before, (st.X, st.P, carry.y), strict=True):
+        np.testing.assert_array_equal(kept, now)
+    np.testing.assert_array_equal(a.X, b.X)
+    np.testing.assert_array_equal(a.P, b.P)
+    assert a.t == st.t + 0.01 and a.Z is None and a.A is None
+    np.testing.assert_array_equal(carry_a.y, np.stack([a.X, a.P]))

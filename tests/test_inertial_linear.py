@@ -18,10 +18,10 @@ from dynamics.inertial import (
     moment_field,
     moment_trajectory,
     parse_diagonal,
-    rk4_step,
     second_moment,
 )
 from dynamics.inertial.linear import crossing_time_closed_form, largest_eigenvalue
+from dynamics.steppers.rk4 import rk4_step
 
 FAST = settings(max_examples=8, deadline=None,
                 phases=[Phase.explicit, Phase.reuse, Phase.generate])

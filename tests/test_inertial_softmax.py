@@ -13,14 +13,15 @@ from dynamics.inertial import (
     inertial_kinetic,
     inertial_velocity,
     log_partition,
-    momentum_field,
-    rk4_step,
     softmax_kernel,
     softmax_velocity,
     value_kernel_ratio,
 )
 from dynamics.inertial.softmax import inertial_energies, inertial_parts
-from dynamics.integrators import Workspace
+from dynamics.models import softmax_momentum
+from dynamics.models.part_two import Problem
+from dynamics.steppers.rk4 import rk4_step
+from dynamics.workspace import Workspace
 
 FAST = settings(max_examples=10, deadline=None,
                 phases=[Phase.explicit, Phase.reuse, Phase.generate])
@@ -114,12 +115,13 @@ def test_B_must_be_spd():
 
 def test_momentum_only_control_runs():
     X, Y, A, V, _ = setup(2)
-    dX, dY = momentum_field(0.0, X, Y, A, V, 0.5)
+    prob = Problem(A=A, V=V, damping=Damping("constant", 0.5))
+    dX, dY = softmax_momentum.field(prob, 0.0, X, Y)
     np.testing.assert_allclose(dX, Y)
     np.testing.assert_allclose(dY, -0.5 * Y + softmax_velocity(X, A, V))
 
     def f(t, z):
-        return np.stack(momentum_field(t, z[0], z[1], A, V, 0.5))
+        return np.stack(softmax_momentum.field(prob, t, z[0], z[1]))
 
     z = np.stack([X, np.zeros_like(X)])
     for k in range(200):

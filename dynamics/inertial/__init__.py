@@ -1,8 +1,10 @@
-"""Part II: inertial (momentum) attention (MODEL.md §10-§13).
+"""Part II: inertial (momentum) attention (Theory page, Part II: inertial attention lab).
 
-Pure NumPy/SciPy: vector fields and energies of the first-order, accelerated and
-softmax models, the closed moment systems, blow-up detection, attention layers,
-whitened token clouds and the streaming :class:`InertialEngine`.
+Pure NumPy/SciPy: the readable physics of the first-order, accelerated and softmax models
+(velocities, forces, energies), the closed moment systems, blow-up detection, attention
+layers and whitened token clouds. The streaming models are registered in
+:mod:`dynamics.models` (``linear``, ``linear_accelerated``, ``softmax_first_order``,
+``softmax_inertial``, ``softmax_momentum``) and run by :class:`dynamics.Simulation`.
 """
 
 from .accelerated import (
@@ -21,8 +23,6 @@ from .accelerated import (
 from .blowup import BlowupResult, fixed_step_blowup, integrate_until_blowup
 from .clouds import CLOUDS, initial_cloud, raw_cloud, second_moment, whiten
 from .damping import NO_DAMPING, Damping
-from .engine import ORDER, InertialEngine, model_field
-from .integrators import rk4_step
 from .layers import LayerCrossing, LayerRun, directional_moment, layer_crossing, run_layers
 from .linear import (
                           MomentTrajectory,
@@ -42,14 +42,13 @@ from .softmax import (
                           inertial_kinetic,
                           inertial_velocity,
                           log_partition,
-                          momentum_field,
                           softmax_kernel,
                           softmax_velocity,
 )
 
 __all__ = [
     "BlowupResult", "CLOUDS", "Damping", "InertialEngine", "LayerCrossing", "LayerRun",
-    "MomentTrajectory", "NO_DAMPING", "ORDER", "accelerated_blowup_time",
+    "MomentTrajectory", "NO_DAMPING", "accelerated_blowup_time",
     "accelerated_dissipation", "accelerated_force", "accelerated_hamiltonian",
     "accelerated_kinetic", "accelerated_trajectory", "accelerated_velocity",
     "closed_form_moments", "crossing_time_closed_form", "directional_moment",
@@ -57,8 +56,17 @@ __all__ = [
     "inertial_dissipation", "inertial_force", "inertial_hamiltonian", "inertial_kinetic",
     "inertial_velocity", "initial_cloud", "integrate_until_blowup", "layer_crossing",
     "linear_velocity", "log_partition", "matrix_dissipation", "matrix_field",
-    "matrix_hamiltonian", "model_field", "model_matrices", "moment_field",
-    "moment_trajectory", "momentum_field", "parse_diagonal", "raw_cloud", "rk4_step",
-    "run_layers", "second_moment", "softmax_kernel", "softmax_velocity",
-    "undamped_blowup_time", "value_kernel_ratio", "whiten",
+    "matrix_hamiltonian", "model_matrices", "moment_field", "moment_trajectory",
+    "parse_diagonal", "raw_cloud", "run_layers", "second_moment", "softmax_kernel",
+    "softmax_velocity", "undamped_blowup_time", "value_kernel_ratio", "whiten",
 ]
+
+
+def __getattr__(name):
+    """``InertialEngine``: the old streaming engine's name, now :class:`dynamics.Simulation`
+    (which runs every model, Part II included), kept while ``app/inertial_lab.py`` uses it."""
+    if name == "InertialEngine":
+        from ..simulation import Simulation
+
+        return Simulation
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""Accelerated linear attention, a damped Hamiltonian system (MODEL.md §11).
+"""Accelerated linear attention, a damped Hamiltonian system (Theory page: "Accelerated
+linear attention").
 
 Particles carry positions ``x_i`` and momenta ``y_i``::
 
@@ -30,12 +31,6 @@ def accelerated_force(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
     return -Y @ (Y.T @ X) @ A / X.shape[0] + X @ V
 
 
-def accelerated_field(t: float, X, Y, A, V, damping: Damping):
-    """Right-hand side ``(Ẋ, Ẏ)`` of the damped particle system (MODEL.md §11)."""
-    return (accelerated_velocity(X, Y, A),
-            -damping.rate(t) * Y + accelerated_force(X, Y, A, V))
-
-
 def accelerated_kinetic(X: np.ndarray, Y: np.ndarray, A: np.ndarray) -> float:
     """``(1/2N) Σ_ij (x_iᵀ A x_j)(y_iᵀ y_j) = (1/2N) tr(A M Mᵀ)``, ``M = XᵀY``."""
     M = X.T @ Y
@@ -43,7 +38,7 @@ def accelerated_kinetic(X: np.ndarray, Y: np.ndarray, A: np.ndarray) -> float:
 
 
 def accelerated_hamiltonian(X, Y, A, V) -> float:
-    """``H = (1/2N) Σ_ij (x_iᵀ A x_j)(y_iᵀ y_j) − ½ Σ_i x_iᵀ V x_i`` (MODEL.md §11)."""
+    """``H = (1/2N) Σ_ij (x_iᵀ A x_j)(y_iᵀ y_j) − ½ Σ_i x_iᵀ V x_i``."""
     return accelerated_kinetic(X, Y, A) - 0.5 * float(np.sum((X @ V) * X))
 
 
@@ -53,7 +48,7 @@ def accelerated_dissipation(X, Y, A) -> float:
 
 
 def matrix_field(S, P, A, V, alpha: float):
-    """The closed moment system (MODEL.md §11).
+    """The closed moment system (Theory page: "Accelerated linear attention").
 
     ``Ṡ = P S A S + S A S P``, ``Ṗ = −α P − (P² S A + A S P²) + V``.
 
@@ -72,12 +67,12 @@ def matrix_field(S, P, A, V, alpha: float):
 
 
 def matrix_hamiltonian(S, P, A, V) -> float:
-    """``H(S, P) = ½ tr(A S P² S) − ½ tr(V S)`` (MODEL.md §11)."""
+    """``H(S, P) = ½ tr(A S P² S) − ½ tr(V S)``."""
     return 0.5 * float(np.trace(A @ S @ P @ P @ S)) - 0.5 * float(np.trace(V @ S))
 
 
 def matrix_dissipation(S, P, A) -> float:
-    """``tr(A S P² S)``; ``dH/dt = −α`` times this (MODEL.md §11)."""
+    """``tr(A S P² S)``; ``dH/dt = −α`` times this."""
     return float(np.trace(A @ S @ P @ P @ S))
 
 
@@ -121,8 +116,9 @@ def accelerated_blowup_time(A, V, S0, P0, damping: Damping, threshold: float = 1
                             t_max: float = 100.0, t_start: float = 0.0) -> float:
     """Numerical blow-up time of the accelerated moment system (``inf`` if none by ``t_max``).
 
-    No closed form is known (MODEL.md §11); this is the time ``λ_max(S)`` reaches
-    ``threshold`` (late growth ``s ~ (T − t)^{-2}``, so the error is ``~threshold^{-1/2}``).
+    No closed form is known (Theory page: "Accelerated linear attention"); this is the
+    time ``λ_max(S)`` reaches ``threshold`` (late growth ``s ~ (T − t)^{-2}``, so the
+    error is ``~threshold^{-1/2}``).
     """
     return accelerated_trajectory(A, V, S0, P0, damping, t_max, threshold=threshold,
                                   t_start=t_start).blowup_time
@@ -133,7 +129,8 @@ def undamped_blowup_time(a, v, s) -> float:
 
     Conservation of ``H`` gives ``a p² s² = v (s − s_0)``, hence
     ``ṡ = 2 s √(a v (s − s_0))`` and ``T = π / (2 √(a v s_0))``; the minimum over
-    ``a_k v_k > 0`` is returned (``inf`` if none). Derived from MODEL.md §11.
+    ``a_k v_k > 0`` is returned (``inf`` if none). Derived on the Theory page,
+    "Accelerated linear attention".
     """
     a, v, s = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, float)) for x in (a, v, s)))
     k = a * v * s

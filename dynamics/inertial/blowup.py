@@ -1,4 +1,4 @@
-"""Numerical detection of finite-time blow-up (MODEL.md §10-§11).
+"""Numerical detection of finite-time blow-up (Theory page, Part II).
 
 An adaptive ``solve_ivp`` run stops on a terminal event ``size(y) = threshold``;
 the event time approximates the blow-up time (for ``s ~ (T - t)^{-p}`` the error is

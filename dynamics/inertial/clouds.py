@@ -1,4 +1,4 @@
-"""Initial token clouds whitened to an exact second moment (MODEL.md §10).
+"""Initial token clouds whitened to an exact second moment (Theory page, Part II).
 
 Raw samples ``Z`` (Gaussian, Student-t, uniform in an ellipsoid) are mapped to
 ``X = Z L⁻ᵀ Cᵀ`` with ``L Lᵀ = (1/N) ZᵀZ`` and ``C Cᵀ = S₀``, so the uncentred
@@ -13,7 +13,7 @@ CLOUDS = ("gaussian", "student_t", "uniform_ellipsoid")
 
 
 def second_moment(X: np.ndarray) -> np.ndarray:
-    """Uncentred second moment ``S = (1/N) XᵀX`` (MODEL.md §10).
+    """Uncentred second moment ``S = (1/N) XᵀX`` (Theory page: "First-order linear attention").
 
     Parameters
     ----------

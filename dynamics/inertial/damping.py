@@ -1,4 +1,4 @@
-"""Damping schedules ``α(t)`` of the accelerated models (MODEL.md §11).
+"""Damping schedules ``α(t)`` of the accelerated models (Theory page, Part II).
 
 ``"constant"``: ``α = c``; ``"nesterov"``: ``α(t) = r/(t + t0) + c`` with ``t0 > 0``.
 """

@@ -1,4 +1,5 @@
-"""Attention layers as steps of the flows, and effective depth (MODEL.md §12).
+"""Attention layers as steps of the flows, and effective depth (Theory page, Part II:
+"Attention layers").
 
 A scheme of step ``h`` turns a flow into layers; ``L`` layers have effective depth
 ``T = L h``. Schemes:
@@ -73,7 +74,7 @@ class LayerRun:
 def run_layers(X0, Y0, velocity: Callable, force: Callable | None, h: float,
                n_layers: int, *, scheme: str = "kick_damp_drift",
                damping: Damping = NO_DAMPING, stop: float = 1e12) -> LayerRun:
-    """Apply ``n_layers`` layers of a scheme (MODEL.md §12).
+    """Apply ``n_layers`` layers of a scheme (Theory page, Part II: "Attention layers").
 
     Parameters
     ----------
@@ -124,7 +125,7 @@ def run_layers(X0, Y0, velocity: Callable, force: Callable | None, h: float,
 
 @dataclass(frozen=True)
 class LayerCrossing:
-    """First layer whose directional second moment crosses ``θ`` (MODEL.md §12).
+    """First layer whose directional second moment crosses ``θ``.
 
     Attributes
     ----------
@@ -173,7 +174,7 @@ def layer_crossing(X0, A, V, h: float, theta: float, *, scheme: str = "kick_damp
     ``"residual"`` discretises the first-order flow ``ẋ_i = V S A x_i`` (continuous
     ``T_θ`` from ``Ṡ = V S A S + S A S V``); ``"euler"`` and ``"kick_damp_drift"``
     discretise the accelerated system with ``Y(0) = 0`` (continuous ``T_θ`` from the
-    ``(S, P)`` system with ``P(0) = 0``), MODEL.md §10-§12.
+    ``(S, P)`` system with ``P(0) = 0``), Theory page, Part II.
 
     Parameters
     ----------

@@ -1,4 +1,5 @@
-"""First-order linear attention with a bilinear kernel (MODEL.md §10).
+"""First-order linear attention with a bilinear kernel (Theory page: "First-order linear
+attention").
 
 Particles ``ẋ_i = V S A x_i`` with ``S = (1/N) Σ_j x_j x_jᵀ``; the second moment
 obeys the closed Riccati system ``Ṡ = V S A S + S A S V``.
@@ -15,7 +16,7 @@ from .clouds import second_moment
 
 
 def linear_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """Velocities ``ẋ_i = V S A x_i`` (MODEL.md §10).
+    """Velocities ``ẋ_i = V S A x_i`` (Theory page: "First-order linear attention").
 
     Parameters
     ----------
@@ -31,13 +32,13 @@ def linear_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 
 def moment_field(S: np.ndarray, A: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """``Ṡ = V S A S + S A S V`` (MODEL.md §10), shape (d, d)."""
+    """``Ṡ = V S A S + S A S V`` (Theory page: "First-order linear attention"), shape (d, d)."""
     M = V @ S @ A @ S
     return M + M.T
 
 
 def first_order_blowup_time(a, v, s) -> float:
-    """Closed-form ``T_max = min_{v_k > 0} 1/(2 a_k v_k s_k)`` (MODEL.md §10).
+    """Closed-form ``T_max = min_{v_k > 0} 1/(2 a_k v_k s_k)``.
 
     Parameters
     ----------
@@ -56,7 +57,7 @@ def first_order_blowup_time(a, v, s) -> float:
 
 
 def closed_form_moments(a, v, s, t) -> np.ndarray:
-    """``s_k(t) = s_k / (1 − 2 a_k v_k s_k t)`` (MODEL.md §10), ``inf`` past blow-up.
+    """``s_k(t) = s_k / (1 − 2 a_k v_k s_k t)``, ``inf`` past blow-up.
 
     Parameters
     ----------

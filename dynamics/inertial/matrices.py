@@ -1,4 +1,4 @@
-"""Kernel and value matrices of Part II (MODEL.md §10, §13).
+"""Kernel and value matrices of Part II (Theory page, Part II).
 
 ``A`` (kernel, ``A = Aᵀ ≻ 0``) and ``V`` (value, ``V = Vᵀ``) are given by their
 eigenvalues, either diagonal as written or rotated by one random orthogonal ``Q``:
@@ -54,7 +54,7 @@ def random_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
 
 def model_matrices(kernel_diag, value_diag, d: int, draw: str = "diagonal",
                    rng: np.random.Generator | None = None):
-    """Build the kernel ``A`` and value ``V`` (MODEL.md §10).
+    """Build the kernel ``A`` and value ``V`` (Theory page: "First-order linear attention").
 
     Parameters
     ----------
@@ -95,7 +95,7 @@ def model_matrices(kernel_diag, value_diag, d: int, draw: str = "diagonal",
 
 
 def value_kernel_ratio(A: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """``B = V A⁻¹``, validated symmetric positive definite (MODEL.md §13).
+    """``B = V A⁻¹``, validated symmetric positive definite (softmax attention).
 
     Parameters
     ----------

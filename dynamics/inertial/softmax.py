@@ -1,4 +1,4 @@
-"""Softmax attention, first order and inertial (MODEL.md §13).
+"""Softmax attention, first order and inertial (Theory page, Part II: softmax attention).
 
 Kernel ``e^{x_iᵀ A x_j}``, ``B = V A⁻¹`` symmetric positive definite,
 ``z_i = Σ_j e^{x_iᵀ A x_j}``, ``q_i = y_iᵀ B y_i``, ``r_i = q_i / z_i²``.
@@ -7,7 +7,10 @@ Kernel ``e^{x_iᵀ A x_j}``, ``B = V A⁻¹`` symmetric positive definite,
 * inertial: ``ẋ_i = N B y_i / z_i``,
   ``ẏ_i = −α y_i + (N/2) Σ_j e^{x_iᵀ A x_j} (r_i + r_j + 2) A x_j``,
   ``H = (N/2) [Σ_i q_i / z_i − Σ_ij e^{x_iᵀ A x_j}]``;
-* momentum-only control: ``ẋ_i = y_i``, ``ẏ_i = −α y_i + v_i(X)``.
+* momentum-only control: ``ẋ_i = y_i``, ``ẏ_i = −α y_i + v_i(X)`` with ``v`` the
+  first-order velocity.
+
+The models' fields (with the damping) are assembled in :mod:`dynamics.models`.
 
 The raw exponentials matter (the inertial field is not invariant under row shifts of
 the scores), so they are never formed directly: every sum ``Σ_j e^{e_ij} w_j`` is
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..integrators import Workspace
+from ..workspace import Workspace
 
 
 def kernel_scores(X: np.ndarray, A: np.ndarray) -> np.ndarray:
@@ -200,7 +203,7 @@ def _potential(logz: np.ndarray, n: int) -> float:
 
 def inertial_velocity(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
                       B: np.ndarray) -> np.ndarray:
-    """``ẋ_i = N B y_i / z_i = ∂H/∂y_i`` (MODEL.md §13), shape (N, d)."""
+    """``ẋ_i = N B y_i / z_i = ∂H/∂y_i`` shape (N, d)."""
     with np.errstate(under="ignore"):
         inv_z = np.exp(-log_partition(X, A))
         return X.shape[0] * (Y @ B) * inv_z[:, None]
@@ -233,11 +236,6 @@ def inertial_force(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
     return np.copysign(np.where(G == 0, 0.0, np.inf), G)  # not representable
 
 
-def inertial_field(t: float, X, Y, A, B, alpha: float):
-    """``(Ẋ, Ẏ)`` of the inertial softmax system (MODEL.md §13)."""
-    return inertial_velocity(X, Y, A, B), -alpha * Y + inertial_force(X, Y, A, B)
-
-
 def inertial_kinetic(X, Y, A, B) -> float:
     """``(N/2) Σ_i y_iᵀ B y_i / z_i`` (the ``y``-dependent part of ``H``)."""
     q = np.einsum("ij,jk,ik->i", Y, B, Y)
@@ -251,15 +249,10 @@ def inertial_potential(X, A) -> float:
 
 
 def inertial_hamiltonian(X, Y, A, B) -> float:
-    """``H = (N/2) [Σ_i y_iᵀ B y_i / z_i − Σ_ij e^{x_iᵀ A x_j}]`` (MODEL.md §13)."""
+    """``H = (N/2) [Σ_i y_iᵀ B y_i / z_i − Σ_ij e^{x_iᵀ A x_j}]``."""
     return inertial_kinetic(X, Y, A, B) + inertial_potential(X, A)
 
 
 def inertial_dissipation(X, Y, A, B) -> float:
-    """``N Σ_i y_iᵀ B y_i / z_i``; ``dH/dt = −α`` times this (MODEL.md §13)."""
+    """``N Σ_i y_iᵀ B y_i / z_i``; ``dH/dt = −α`` times this."""
     return 2.0 * inertial_kinetic(X, Y, A, B)
-
-
-def momentum_field(t: float, X, Y, A, V, alpha: float):
-    """Momentum-only control ``ẋ_i = y_i``, ``ẏ_i = −α y_i + v_i(X)`` (MODEL.md §13)."""
-    return Y, -alpha * Y + softmax_velocity(X, A, V)

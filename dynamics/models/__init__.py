@@ -17,6 +17,8 @@ from .registry import COMMON_SETTINGS, ModelSpec, get, names, on_change, registe
 #: The model modules, in the order of the Theory page (each registers its model).
 MODULES = (
     "attention", "canonical", "value_matching", "cotangent_lift", "reduced", "transformer",
+    "linear", "linear_accelerated", "softmax_first_order", "softmax_inertial",
+    "softmax_momentum",
 )
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")

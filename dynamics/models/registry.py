@@ -65,11 +65,11 @@ class ModelSpec:
         ``"velocity"`` ``Ẋ = ∂H/∂P``, ``"force"`` ``Ṗ = −∂H/∂X``, ``"effective_scores"``
         ``Ŝ``, ``"hamiltonian"`` ``H`` (each ``(problem, X, P, A)``), ``"field"``, and
         ``"reference"``: ``(problem, state) -> (rhs, y0, unpack)`` for ``solve_ivp``.
-    check : callable ``(problem, old, new, memo) -> (reason, accept, memo)``, optional
+    check : callable ``(problem, old, new, memo, norm_limit) -> (reason, accept, memo)``
         A model-specific reason to stop the run after a step (beyond a non-finite value
-        or a feature norm above ``norm_limit``): ``reason`` None to go on, else whether
-        the new state is kept (``accept``); ``memo`` is any value the check keeps from
-        step to step (None at the start).
+        or a feature norm above ``norm_limit``, the current setting): ``reason`` None to
+        go on, else whether the new state is kept (``accept``); ``memo`` is any value the
+        check keeps from step to step (None at the start). Optional.
     """
 
     name: str

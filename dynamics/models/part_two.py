@@ -1,0 +1,285 @@
+"""What the Part II models share (Theory page, Part II: inertial attention lab): their
+fixed data, their initial state, the diagnostics every frame reports, and the tests that
+stop a run.
+
+Every Part II model moves tokens ``x_i`` (the rows of ``X``, shape (N, d)) and, for the
+second-order ones, momenta ``y_i`` (the rows of ``Y``, the state's ``P``) under a kernel
+``A = Aᵀ ≻ 0`` and a value matrix ``V = Vᵀ`` (shape (d, d)), with a damping ``α(t)``.
+A model module writes its readable field ``(problem, t, X, Y) -> (Ẋ, Ẏ)`` as on the Theory
+page and its :class:`Problem` subclass the fused field the stepper calls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+
+from ..inertial.clouds import initial_cloud, second_moment
+from ..inertial.damping import NO_DAMPING, Damping
+from ..inertial.matrices import model_matrices, value_kernel_ratio
+from ..inertial.softmax import softmax_kernel
+from ..state import State
+
+#: Every Part II diagnostic, in the order of the trajectory table.
+DIAGNOSTICS = (
+    "t", "second_moment_max", "second_moment_min", "hamiltonian", "kinetic_energy",
+    "dissipation_rate", "feature_norm", "momentum_norm", "damping",
+)
+#: Settings of the kernel, the value matrix and the initial cloud (a change restarts).
+CLOUD_SETTINGS = ("kernel_diag", "value_diag", "matrix_draw", "cloud", "second_moment")
+#: Settings of the damping schedule ``α(t)`` (a change continues from the state).
+DAMPING_SETTINGS = ("damping", "alpha", "nesterov_r", "nesterov_t0")
+#: Every setting a Part II model reads beyond the common ones.
+SETTINGS = CLOUD_SETTINGS + DAMPING_SETTINGS
+#: Settings that change a Part II run without a restart.
+CONTINUE_SETTINGS = ("dt",) + DAMPING_SETTINGS
+#: Relative tolerance of the test ``H(new) ≤ H(old)`` of the dissipative models.
+ENERGY_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The fixed data of a Part II run.
+
+    Attributes
+    ----------
+    A : ndarray, shape (d, d)
+        Kernel, symmetric positive definite.
+    V : ndarray, shape (d, d)
+        Value matrix, symmetric, commuting with ``A``.
+    damping : Damping
+        The schedule ``α(t)``.
+    B : ndarray, shape (d, d) or None
+        ``V A⁻¹`` (symmetric positive definite) where the model needs it.
+    second_order : bool (class attribute)
+        The model carries momenta ``Y``.
+    dissipative : bool (class attribute)
+        ``dH/dt ≤ 0``: a step that raises ``H`` stops the run.
+    softmax : bool (class attribute)
+        Frames show the softmax kernel weights as attention.
+    needs_ratio : bool (class attribute)
+        :func:`build` computes ``B``.
+    """
+
+    A: np.ndarray
+    V: np.ndarray
+    damping: Damping = NO_DAMPING
+    B: np.ndarray | None = None
+
+    second_order: ClassVar[bool] = False
+    dissipative: ClassVar[bool] = False
+    softmax: ClassVar[bool] = False
+    needs_ratio: ClassVar[bool] = False
+
+    def field(self, t: float, y: np.ndarray, work) -> np.ndarray:
+        """The fused field ``ẏ`` at the stacked state ``y = (X, Y)``, shape (2, N, d)."""
+        raise NotImplementedError
+
+    def energies(self, X: np.ndarray, Y: np.ndarray) -> tuple[float, float, float]:
+        """``(H, kinetic, Σ_i y_i·∂H/∂y_i)`` at ``(X, Y)``; ``dH/dt = −α`` times the last
+        (zeros for a model without ``H``)."""
+        return 0.0, 0.0, 0.0
+
+
+def pack(dX: np.ndarray, dY: np.ndarray | None = None) -> np.ndarray:
+    """``(Ẋ, Ẏ)`` stacked, shape (2, N, d) (``Ẏ = 0`` when ``dY`` is None)."""
+    out = np.empty((2, *dX.shape))
+    out[0] = dX
+    if dY is None:
+        out[1] = 0.0
+    else:
+        out[1] = dY
+    return out
+
+
+def damping_of(values: dict) -> Damping:
+    """The damping schedule of the setting values."""
+    return Damping(values["damping"], values["alpha"], values["nesterov_r"],
+                   values["nesterov_t0"])
+
+
+def build(values: dict, given: dict, *, problem_type: type = Problem):
+    """The problem and initial state of a Part II model.
+
+    The kernel and value matrices come first from the seed's generator, then the cloud
+    whitened to ``S(0) = s₀ I``; the momenta start at ``y_i(0) = P₀ x_i`` with ``P₀ = 0``.
+
+    Parameters
+    ----------
+    values : dict
+        Setting values.
+    given : dict
+        User-given arrays, validated: ``features`` (N, d) replace the cloud, ``momenta``
+        (N, d) the zero momenta of a second-order model.
+    problem_type : type
+        The model's :class:`Problem` subclass.
+
+    Returns
+    -------
+    problem, state
+
+    Raises
+    ------
+    ValueError
+        Bad ``kernel_diag`` / ``value_diag``, ``A`` not positive definite, ``B = V A⁻¹``
+        not symmetric positive definite where needed, or ``n_tokens < dim`` for a cloud.
+    """
+    rng = np.random.default_rng(values["seed"])
+    n, d = values["n_tokens"], values["dim"]
+    A, V = model_matrices(values["kernel_diag"], values["value_diag"], d,
+                          values["matrix_draw"], rng)
+    B = value_kernel_ratio(A, V) if problem_type.needs_ratio else None
+    if "features" in given:
+        X = given["features"]
+    else:
+        X = initial_cloud(values["cloud"], n, d, values["second_moment"], rng)
+    Y = np.zeros((n, d))
+    if problem_type.second_order and "momenta" in given:
+        Y = given["momenta"]
+    problem = problem_type(A=A, V=V, damping=damping_of(values), B=B)
+    return problem, State(t=0.0, X=X, P=Y)
+
+
+def reproblem(problem: Problem, state: State, values: dict):
+    """After a damping change: the problem with the new schedule, the same state."""
+    return replace(problem, damping=damping_of(values)), state
+
+
+def measure(problem: Problem, X: np.ndarray, Y: np.ndarray):
+    """``(‖X‖, λ_max(S), λ_min(S), H, kinetic, Σ y·∂H/∂y)`` at ``(X, Y)``, or None if any
+    is not finite (``S = XᵀX/N``; ``X``, ``Y`` of shape (N, d))."""
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
+        return None
+    with np.errstate(all="ignore"):
+        S = second_moment(X)
+        if not np.all(np.isfinite(S)):
+            return None
+        lam = np.linalg.eigvalsh(S)
+        vals = (float(np.linalg.norm(X)), float(lam[-1]), float(lam[0]),
+                *problem.energies(X, Y))
+    return vals if all(math.isfinite(v) for v in vals) else None
+
+
+def momentum_norm(Y: np.ndarray) -> float:
+    """``‖Y‖`` (Frobenius; ``inf`` past the largest float), ``Y`` of shape (N, d)."""
+    with np.errstate(all="ignore"):
+        return float(np.linalg.norm(Y))
+
+
+def energy(problem: Problem, state: State, log_a=None) -> float:
+    """``H`` of a state (models with a Hamiltonian)."""
+    with np.errstate(all="ignore"):
+        return problem.energies(state.X, state.P)[0]
+
+
+def diagnostics(problem: Problem, state: State, energy0: float):
+    """Every scalar diagnostic of a Part II state, and the arrays of its frame.
+
+    ``hamiltonian`` and ``kinetic_energy`` are 0 for the first-order models; the
+    momentum-only control reports ``kinetic_energy = ½‖Y‖²`` and no ``H``;
+    ``dissipation_rate`` is ``α(t) Σ_i y_i·∂H/∂y_i`` for the second-order models.
+
+    Parameters
+    ----------
+    problem : Problem
+    state : State
+    energy0 : float
+        Unused (Part II keeps no energy balance).
+
+    Returns
+    -------
+    diag : dict of str to float
+        The keys of :data:`DIAGNOSTICS`.
+    arrays : dict
+        ``attention``: the softmax kernel weights ``rowsoftmax(x_iᵀ A x_j)``, shape
+        (N, N), for the softmax models.
+    """
+    X, Y = state.X, state.P
+    vals = measure(problem, X, Y)
+    if vals is None:  # an accepted state is finite; be safe
+        vals = (0.0,) * 6
+    norm, lmax, lmin, H, kinetic, dissipation = vals
+    alpha = float(problem.damping.rate(state.t))
+    diag = {
+        "t": float(state.t),
+        "second_moment_max": lmax,
+        "second_moment_min": lmin,
+        "hamiltonian": H,
+        "kinetic_energy": kinetic,
+        "dissipation_rate": alpha * dissipation if problem.second_order else 0.0,
+        "feature_norm": norm,
+        "momentum_norm": momentum_norm(Y),
+        "damping": alpha,
+    }
+    arrays = {}
+    if problem.softmax:
+        with np.errstate(under="ignore"):
+            arrays["attention"] = softmax_kernel(X, problem.A)
+    return diag, arrays
+
+
+def check(problem: Problem, old: State, new: State, memo, norm_limit: float):
+    """Stop a Part II run after a step: ``(reason, accept, memo)``, ``memo`` being ``H``
+    of the last accepted state.
+
+    A non-finite state or energy is rejected; a feature norm, ``λ_max(S)`` or momentum
+    norm above ``norm_limit``, or (dissipative models) an energy that rose although
+    ``dH/dt ≤ 0``, keeps the new state and stops.
+    """
+    if memo is None:
+        start = measure(problem, old.X, old.P)
+        memo = start[3] if start is not None else math.inf
+    vals = measure(problem, new.X, new.P)
+    if vals is None:
+        return "the state or its energy became non-finite", False, memo
+    norm, lmax, H, before = vals[0], vals[1], vals[3], memo
+    if norm > norm_limit:
+        return f"feature norm {norm:.3g} exceeds {norm_limit:g}", True, H
+    if lmax > norm_limit:
+        return f"second moment λ_max(S) = {lmax:.3g} exceeds {norm_limit:g}", True, H
+    momentum = momentum_norm(new.P)
+    if momentum > norm_limit:
+        return f"momentum norm {momentum:.3g} exceeds {norm_limit:g}", True, H
+    if problem.dissipative and H > before + ENERGY_TOLERANCE * (1.0 + abs(before)):
+        return ("the energy increased although dH/dt ≤ 0 (the step is too large for this "
+                "state; lower dt)"), True, H
+    return None, True, H
+
+
+def reference(field):
+    """The ``solve_ivp`` reference of a model with readable field ``field``: a function
+    ``(problem, state) -> (rhs, y0, unpack)`` with ``y = [X, Y]`` flattened (``[X]`` for a
+    first-order model), ``unpack(y)`` giving ``X`` (and ``P``) of shape (N, d)."""
+
+    def make(problem, state):
+        N, d = state.X.shape
+        nx = N * d
+        second = problem.second_order
+
+        def rhs(t, y):
+            X = y[:nx].reshape(N, d)
+            Y = y[nx:].reshape(N, d) if second else np.zeros((N, d))
+            dX, dY = field(problem, t, X, Y)
+            return np.concatenate([dX.ravel(), dY.ravel()]) if second else dX.ravel()
+
+        def unpack(y):
+            out = {"X": y[:nx].reshape(N, d)}
+            if second:
+                out["P"] = y[nx:].reshape(N, d)
+            return out
+
+        y0 = np.concatenate([state.X.ravel(), state.P.ravel()]) if second \
+            else state.X.ravel().copy()
+        return rhs, y0, unpack
+
+    return make
+
+
+__all__ = [
+    "CLOUD_SETTINGS", "CONTINUE_SETTINGS", "DAMPING_SETTINGS", "DIAGNOSTICS", "Problem",
+    "SETTINGS", "build", "check", "damping_of", "diagnostics", "energy", "measure",
+    "momentum_norm", "pack", "reference", "reproblem",
+]
