@@ -12,8 +12,7 @@ import json
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from dynamics import PART_I_MODELS, Settings
-from dynamics.simulation import RESTART_SETTINGS
+from dynamics import PART_I_MODELS, Settings, models
 
 from .resources import asset
 
@@ -81,7 +80,11 @@ def validate(preset) -> list[str]:
             changes = {k: v for k, v in quench.items() if k != "at_t"}
             if not changes:
                 errors.append("quench: no setting to change")
-            restart = [k for k in changes if k in RESTART_SETTINGS]
+            model = settings.get("model", Settings.param.model.default) \
+                if isinstance(settings, dict) else Settings.param.model.default
+            restarts = (models.get(model).restart_settings()
+                        if model in models.names(part=1) else ())
+            restart = [k for k in changes if k in restarts]
             errors += [f"quench: {k!r} restarts the run, it cannot be quenched" for k in restart]
             errors += _check_settings({k: v for k, v in changes.items() if k not in restart},
                                       prefix="quench: ")

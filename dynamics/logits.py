@@ -15,6 +15,7 @@ from scipy.linalg.blas import daxpy
 
 from .energy import _max_reduce, row_variance
 
+
 def phi1(x):
     """``(1 − e^{−x})/x``, stable for small ``x ≥ 0``."""
     return 1.0 - x / 2.0 + x * x / 6.0 if x < 1e-4 else -math.expm1(-x) / x

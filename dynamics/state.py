@@ -77,7 +77,8 @@ def check_initial_arrays(values, features=None, momenta=None, attention=None) ->
     A = given.get("attention")
     if A is not None:
         if np.any(A <= 0):
-            raise ValueError("attention A(0) must be strictly positive ; its smallest entry is {A.min():g}")
+            raise ValueError("attention A(0) must be strictly positive; its smallest entry "
+                             f"is {A.min():g}")
         err = np.max(np.abs(A.sum(axis=1) - 1.0))
         if err > 1e-9:
             raise ValueError(f"attention A(0) rows must sum to 1; largest error {err:.3g}")

@@ -24,7 +24,8 @@ CASES = {
     "a": {},
     "b": {"beta": 3.0, "gamma": 40.0, "n_tokens": 12, "dim": 3, "seed": 5, "dt": 0.02,
           "init_attention": "random", "init_momentum": "random", "path": "switch",
-          "alpha": 0.5, "second_moment": 0.2, "value_diag": "1.5", "kernel_diag": "0.8", "matrix_draw": "random"},
+          "alpha": 0.5, "second_moment": 0.2, "value_diag": "1.5", "kernel_diag": "0.8",
+          "matrix_draw": "random"},
 }
 T_END = 1.0
 CHUNKS = (1, 7)
@@ -55,8 +56,9 @@ def record(folder: Path) -> None:
 
 def _record_quench(model, folder: Path) -> None:
     """A run whose energy settings change twice mid-run (a quench, then γ and k)."""
-    from dynamics import Simulation
     import pandas as pd
+
+    from dynamics import Simulation
 
     settings = _settings(model, "a")
     sim = Simulation(settings)

@@ -8,8 +8,6 @@ is ``dF/dt = −⟨A, dS/dt⟩ − D``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import energy as en
 from ..steppers.exact_logit import ExactLogit
 from . import part_one

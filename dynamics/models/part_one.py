@@ -14,8 +14,8 @@ import numpy as np
 
 from .. import energy as en
 from ..initial import draw_initial_data
-from ..paths import FeaturePath
 from ..logits import centre_rows
+from ..paths import FeaturePath
 from ..state import State
 
 #: Every Part I diagnostic, in the order of the trajectory table.
