@@ -1,7 +1,8 @@
-"""Inertial attention lab: blow-up, momentum, clouds and effective depth (MODEL.md §10-§13).
+"""Inertial attention lab: blow-up, momentum, clouds and effective depth (Theory page, Part II).
 
-A thin view over :mod:`dynamics.inertial`: the "Run" button computes whole
-trajectories on demand (no streaming) and refills the ColumnDataSources.
+A view only: the "Run" button calls :func:`dynamics.inertial.experiments.run_lab_experiment`
+(whole trajectories, computed on demand, no streaming) and maps the fields of its
+:class:`~dynamics.inertial.experiments.LabResult` into the ColumnDataSources.
 """
 
 from __future__ import annotations
@@ -16,23 +17,8 @@ import param
 from bokeh.models import ColumnDataSource, Label, Span
 from bokeh.plotting import figure
 
-from dynamics.inertial import (
-    CLOUDS,
-    Damping,
-    InertialEngine,
-    accelerated_trajectory,
-    first_order_blowup_time,
-    initial_cloud,
-    integrate_until_blowup,
-    layer_crossing,
-    linear_velocity,
-    matrix_hamiltonian,
-    model_matrices,
-    moment_trajectory,
-    parse_diagonal,
-    second_moment,
-)
-from dynamics.inertial.linear import largest_eigenvalue
+from dynamics.inertial import CLOUDS
+from dynamics.inertial.experiments import LAYER_SCHEMES, SOFTMAX_MODELS, run_lab_experiment
 from dynamics.settings import Settings
 
 from .resources import asset
@@ -68,13 +54,20 @@ def load_presets(path: str | Traversable = PRESETS_PATH) -> tuple[list[dict], li
     return good, errors
 
 
-def _finite(x, y, positive=False):
-    """Keep the points where both coordinates are finite (and ``y > 0`` on log axes)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    if positive:
-        keep &= y > 0
-    return x[keep], y[keep]
+def _lines(curves) -> dict:
+    """The data of a ``multi_line`` source: one line (and color) per curve."""
+    xs, ys = [c.x for c in curves], [c.y for c in curves]
+    colors = COLORS[: len(xs)] if len(xs) <= len(COLORS) else [COLORS[0]] * len(xs)
+    return {"xs": xs, "ys": ys, "color": colors}
+
+
+def _points(X) -> dict:
+    """The first two coordinates of the tokens ``X`` (N, d) (``y = 0`` when ``d = 1``)."""
+    return {"x": X[:, 0], "y": X[:, 1] if X.shape[1] > 1 else np.zeros(X.shape[0])}
+
+
+def _when(t) -> str:
+    return f"{t:.3f}" if np.isfinite(t) else "∞ (none)"
 
 
 def _vspan(fig, text):
@@ -159,7 +152,7 @@ class InertialLab(pn.viewable.Viewer):
                      y_axis_type="log", x_axis_label="layer l (depth l·h)",
                      y_axis_label="λ_max(S_l)", **opts)
         self.layer_src = {k: ColumnDataSource({"l": [], "s": []})
-                          for k in ("continuous", "euler", "kick_damp_drift")}
+                          for k in ("continuous", *LAYER_SCHEMES)}
         lay.line("l", "s", source=self.layer_src["continuous"], color="black",
                  line_width=2, legend_label="continuous, t/h")
         lay.scatter("l", "s", source=self.layer_src["euler"], color=COLORS[0], size=5,
@@ -182,9 +175,7 @@ class InertialLab(pn.viewable.Viewer):
 
         s = figure(title="Softmax: inertial vs momentum-only", y_axis_type="log",
                    x_axis_label="time t", y_axis_label="λ_max(S)", **opts)
-        self.soft_src = {k: ColumnDataSource({"t": [], "s": []})
-                         for k in ("softmax_inertial", "softmax_momentum",
-                                   "softmax_first_order")}
+        self.soft_src = {k: ColumnDataSource({"t": [], "s": []}) for k in SOFTMAX_MODELS}
         for i, k in enumerate(self.soft_src):
             s.line("t", "s", source=self.soft_src[k], color=COLORS[i + 3], line_width=2,
                    legend_label=k.replace("softmax_", ""))
@@ -213,128 +204,43 @@ class InertialLab(pn.viewable.Viewer):
         """Recompute every plot; ``False`` (and a message) on bad input."""
         s = self.settings
         try:
-            d = s.dim
-            a = parse_diagonal(self.kernel_input.value, d, "A diagonal")
-            v = parse_diagonal(self.value_input.value, d, "V diagonal")
-            s.param.update(kernel_diag=self.kernel_input.value,
-                           value_diag=self.value_input.value)
-            rng = np.random.default_rng(s.seed)
-            A, V = model_matrices(a, v, d, s.matrix_draw, rng)
-            X0 = initial_cloud(s.cloud, s.n_tokens, d, s.second_moment, rng)
+            r = run_lab_experiment(s, kernel_diag=self.kernel_input.value,
+                                   value_diag=self.value_input.value)
         except ValueError as exc:
             self._error(str(exc))
             return False
+        s.param.update(kernel_diag=r.settings["kernel_diag"],
+                       value_diag=r.settings["value_diag"])
         self.message.visible = False
-        damping = Damping.from_settings(s)
-        S0 = second_moment(X0)
-        t_first = first_order_blowup_time(a, v, np.full(d, s.second_moment))
-        fast = dict(rtol=1e-8, atol=1e-10)
-        acc = accelerated_trajectory(A, V, S0, np.zeros((d, d)), damping, 40.0,
-                                     threshold=1e8, **fast)
-        t_acc = acc.blowup_time
-        horizon = min(40.0, 1.2 * max(t for t in (t_first, t_acc, 1.0) if np.isfinite(t)))
-        t_eval = np.linspace(0, horizon, 300)
-        first = moment_trajectory(S0, A, V, horizon, t_eval=t_eval, threshold=1e8, **fast)
-        acc = accelerated_trajectory(A, V, S0, np.zeros((d, d)), damping, horizon,
-                                     t_eval=t_eval, threshold=1e8, **fast)
-        self._eigen(self.eig_first, first)
-        self._eigen(self.eig_acc, acc)
-        _place(self.tmax_marker, t_first, f"first-order T_max = {t_first:.3f}")
-        _place(self.tacc_marker, t_acc, f"accelerated blow-up {t_acc:.3f}")
-        self._clouds(X0, A, V, t_first, horizon)
-        crossing = self._layers(X0, A, V, damping, acc)
-        hx, hy = _finite(acc.t, [matrix_hamiltonian(Sk, Pk, A, V)
-                                 for Sk, Pk in zip(acc.S, acc.P, strict=True)])
-        self.ham_src.data = {"t": hx[: len(hx) - 1] if len(hx) > 1 else hx,
-                             "H": hy[: len(hy) - 1] if len(hy) > 1 else hy}
-        soft_note = self._softmax()
-        fmt = lambda t: f"{t:.3f}" if np.isfinite(t) else "∞ (none)"  # noqa: E731
-        self.status.object = (
-            f"first-order T_max = {fmt(t_first)}; accelerated blow-up at t = {fmt(t_acc)}; "
-            f"θ = {s.theta:g} first crossed at layer {crossing.layer} "
-            f"(predicted {crossing.predicted}){soft_note}")
+        self._show(r)
         return True
 
-    def _eigen(self, source, traj):
-        lam = np.linalg.eigvalsh(traj.S) if len(traj.S) else np.zeros((0, 1))
-        xs, ys = [], []
-        for k in range(lam.shape[1]):
-            x, y = _finite(traj.t, lam[:, k], positive=True)
-            xs.append(x)
-            ys.append(y)
-        source.data = {"xs": xs, "ys": ys, "color": COLORS[: len(xs)] * 1
-                       if len(xs) <= len(COLORS) else [COLORS[0]] * len(xs)}
-
-    def _clouds(self, X0, A, V, t_first, horizon):
-        s = self.settings
-        n, d = X0.shape
-
-        def cols(X):
-            return {"x": X[:, 0], "y": X[:, 1] if d > 1 else np.zeros(n)}
-
-        def flow(X):
-            return lambda t, y: linear_velocity(y.reshape(n, d), A, V).ravel()
-
-        t_show = 0.9 * t_first if np.isfinite(t_first) else horizon
-        res = integrate_until_blowup(flow(X0), X0.ravel(), t_show,
-                                     lambda y: largest_eigenvalue(second_moment(y.reshape(n, d))),
-                                     1e8, rtol=1e-8, atol=1e-10)
-        X1 = res.y[-1].reshape(n, d)
-        self.cloud0.data = cols(X0)
-        self.cloud1.data = cols(X1) if np.all(np.isfinite(X1)) else cols(X0)
-        t_eval = np.linspace(0, horizon, 150)
+    def _show(self, r) -> None:
+        """Map the fields of a :class:`~dynamics.inertial.experiments.LabResult` into the
+        sources, markers and status line."""
+        self.eig_first.data = _lines(r.first_order_eigenvalues)
+        self.eig_acc.data = _lines(r.accelerated_eigenvalues)
+        _place(self.tmax_marker, r.first_order_time,
+               f"first-order T_max = {r.first_order_time:.3f}")
+        _place(self.tacc_marker, r.accelerated_time,
+               f"accelerated blow-up {r.accelerated_time:.3f}")
+        self.cloud0.data = _points(r.data.X0)
+        self.cloud1.data = _points(r.later_cloud)
         for kind, src in self.clouds_cmp.items():
-            Xk = initial_cloud(kind, n, d, second_moment(X0), np.random.default_rng(s.seed + 1))
-            r = integrate_until_blowup(
-                flow(Xk), Xk.ravel(), horizon,
-                lambda y: largest_eigenvalue(second_moment(y.reshape(n, d))), 1e8,
-                t_eval=t_eval, rtol=1e-8, atol=1e-10)
-            lam = [largest_eigenvalue(second_moment(y.reshape(n, d))) for y in r.y]
-            t, lam = _finite(r.t, lam, positive=True)
-            src.data = {"t": t, "s": lam}
-
-    def _layers(self, X0, A, V, damping, acc):
-        s = self.settings
-        h = s.layer_h
-        out = {}
-        for scheme in ("euler", "kick_damp_drift"):
-            out[scheme] = layer_crossing(X0, A, V, h, s.theta, scheme=scheme,
-                                         damping=damping, t_max=40.0)
-            lx, ly = _finite(np.arange(len(out[scheme].moments)), out[scheme].moments,
-                             positive=True)
-            self.layer_src[scheme].data = {"l": lx, "s": ly}
-        c = out["kick_damp_drift"]
-        lam = np.linalg.eigvalsh(acc.S)[:, -1] if len(acc.S) else np.zeros(0)
-        n_show = len(c.moments)
-        keep = acc.t / h <= n_show
-        cx, cy = _finite(acc.t[keep] / h, lam[keep], positive=True)
-        self.layer_src["continuous"].data = {"l": cx, "s": cy}
-        self.theta_line.location = float(s.theta)
-        _place(self.pred_marker, c.predicted, f"predicted ⌈T_θ/h⌉ = {c.predicted}")
-        _place(self.actual_marker, c.layer, f"first crossing = {c.layer}")
-        return c
-
-    def _softmax(self) -> str:
-        s = self.settings
-        notes = []
+            src.data = {"t": r.cloud_moments[kind].x, "s": r.cloud_moments[kind].y}
+        for scheme, src in self.layer_src.items():
+            src.data = {"l": r.layers[scheme].x, "s": r.layers[scheme].y}
+        self.theta_line.location = r.theta
+        _place(self.pred_marker, r.predicted_layer, f"predicted ⌈T_θ/h⌉ = {r.predicted_layer}")
+        _place(self.actual_marker, r.crossing_layer, f"first crossing = {r.crossing_layer}")
+        self.ham_src.data = {"t": r.hamiltonian.x, "H": r.hamiltonian.y}
         for model, src in self.soft_src.items():
-            try:
-                eng = InertialEngine(s.copy(model=model, norm_limit=1e6))
-            except ValueError as exc:
-                src.data = {"t": [], "s": []}
-                notes.append(f"{model}: {exc}")
-                continue
-            ts, ss = [0.0], [eng.frame().diagnostics["second_moment_max"]]
-            for _ in range(60):
-                eng.advance(5)
-                d = eng.frame().diagnostics
-                ts.append(d["t"])
-                ss.append(d["second_moment_max"])
-                if eng.status != "running":
-                    break
-            t, lam = _finite(ts, ss, positive=True)
-            src.data = {"t": t, "s": lam}
-        return ("; " + "; ".join(notes)) if notes else ""
+            src.data = {"t": r.softmax[model].x, "s": r.softmax[model].y}
+        notes = "".join(f"; {m}" for m in r.messages)
+        self.status.object = (
+            f"first-order T_max = {_when(r.first_order_time)}; accelerated blow-up at "
+            f"t = {_when(r.accelerated_time)}; θ = {r.theta:g} first crossed at layer "
+            f"{r.crossing_layer} (predicted {r.predicted_layer}){notes}")
 
     # ------------------------------------------------------------------ layout
     def __panel__(self):

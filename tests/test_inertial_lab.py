@@ -1,7 +1,30 @@
-"""Fast UI test of the inertial lab: drive it through its parameters, check plot data."""
+"""The inertial lab: its experiments (dynamics.inertial.experiments) against direct calls of
+the dynamics, and the view driven through its parameters (plot data checked)."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+
+from dynamics import Settings, Simulation
+from dynamics.inertial import (
+    CLOUDS,
+    Damping,
+    accelerated_trajectory,
+    first_order_blowup_time,
+    initial_cloud,
+    integrate_until_blowup,
+    layer_crossing,
+    linear_velocity,
+    matrix_hamiltonian,
+    model_matrices,
+    moment_trajectory,
+    parse_diagonal,
+    second_moment,
+)
+from dynamics.inertial.experiments import run_lab_experiment
+from dynamics.inertial.linear import largest_eigenvalue
 
 pn = pytest.importorskip("panel")
 
@@ -55,3 +78,136 @@ def test_bad_input_shows_message():
     assert lab.message.visible and "A diagonal" in lab.message.object
     lab.kernel_input.value = "1"
     assert lab.run() is True and not lab.message.visible
+
+
+# -- the experiments (dynamics.inertial.experiments) --------------------------------------
+def _lab_settings(preset_name):
+    """The settings the lab runs a preset with (its start settings, then the preset's)."""
+    settings = Settings(model="linear_accelerated", n_tokens=16, dim=2)
+    (preset,) = [p for p in load_presets()[0] if p["name"] == preset_name]
+    settings.param.update(**preset["settings"])
+    return settings
+
+
+def _same(curve, x, y, positive=True):
+    """``curve`` holds exactly the finite points of ``(x, y)`` (and ``y > 0``)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    keep = np.isfinite(x) & np.isfinite(y) & ((y > 0) if positive else True)
+    np.testing.assert_array_equal(curve.x, x[keep])
+    np.testing.assert_array_equal(curve.y, y[keep])
+
+
+def test_experiments_equal_direct_calls_of_the_dynamics():
+    """run_lab_experiment for one preset (random A and V, d = 3, Student-t cloud) equals
+    the lab's experiments written out with the public functions of dynamics.inertial,
+    and the softmax runs equal Simulation(settings).step(n) frame by frame."""
+    s = _lab_settings("only the second moment matters")
+    r = run_lab_experiment(s)
+    assert r.settings == s.values()
+
+    d, n = s.dim, s.n_tokens
+    a, v = parse_diagonal(s.kernel_diag, d), parse_diagonal(s.value_diag, d)
+    rng = np.random.default_rng(s.seed)
+    A, V = model_matrices(a, v, d, s.matrix_draw, rng)
+    X0 = initial_cloud(s.cloud, n, d, s.second_moment, rng)
+    S0, damping, P0 = second_moment(X0), Damping.from_settings(s), np.zeros((d, d))
+    for got, want in ((r.data.A, A), (r.data.V, V), (r.data.X0, X0), (r.data.S0, S0)):
+        np.testing.assert_array_equal(got, want)
+    tol = {"rtol": 1e-8, "atol": 1e-10}
+
+    # blow-up times, horizon, eigenvalues of S(t) of both moment systems
+    t_first = first_order_blowup_time(a, v, np.full(d, s.second_moment))
+    t_acc = accelerated_trajectory(A, V, S0, P0, damping, 40.0, threshold=1e8,
+                                   **tol).blowup_time
+    assert np.isfinite(t_first) and np.isfinite(t_acc)
+    assert (r.first_order_time, r.accelerated_time) == (t_first, t_acc)
+    horizon = min(40.0, 1.2 * max(t_first, t_acc, 1.0))
+    assert r.horizon == horizon
+    t_eval = np.linspace(0, horizon, 300)
+    first = moment_trajectory(S0, A, V, horizon, t_eval=t_eval, threshold=1e8, **tol)
+    acc = accelerated_trajectory(A, V, S0, P0, damping, horizon, t_eval=t_eval,
+                                 threshold=1e8, **tol)
+    for curves, run in ((r.first_order_eigenvalues, first), (r.accelerated_eigenvalues, acc)):
+        assert len(curves) == d
+        for k, curve in enumerate(curves):
+            _same(curve, run.t, np.linalg.eigvalsh(run.S)[:, k])
+
+    # the first-order particle flow: the later cloud, and three cloud shapes
+    def flow(t, y):
+        return linear_velocity(y.reshape(n, d), A, V).ravel()
+
+    def size(y):
+        return largest_eigenvalue(second_moment(y.reshape(n, d)))
+
+    assert r.cloud_time == 0.9 * t_first
+    X1 = integrate_until_blowup(flow, X0.ravel(), 0.9 * t_first, size, 1e8, **tol).y[-1]
+    np.testing.assert_array_equal(r.later_cloud, X1.reshape(n, d))
+    t_cloud = np.linspace(0, horizon, 150)
+    assert list(r.cloud_moments) == list(CLOUDS)
+    for kind in CLOUDS:
+        Xk = initial_cloud(kind, n, d, S0, np.random.default_rng(s.seed + 1))
+        run = integrate_until_blowup(flow, Xk.ravel(), horizon, size, 1e8, t_eval=t_cloud,
+                                     **tol)
+        _same(r.cloud_moments[kind], run.t, [size(y) for y in run.y])
+
+    # layers against the continuous accelerated system
+    crossings = {scheme: layer_crossing(X0, A, V, s.layer_h, s.theta, scheme=scheme,
+                                        damping=damping, t_max=40.0)
+                 for scheme in ("euler", "kick_damp_drift")}
+    for scheme, c in crossings.items():
+        _same(r.layers[scheme], np.arange(len(c.moments)), c.moments)
+    kdd = crossings["kick_damp_drift"]
+    assert (r.crossing_layer, r.predicted_layer) == (kdd.layer, kdd.predicted)
+    keep = acc.t / s.layer_h <= len(kdd.moments)
+    _same(r.layers["continuous"], acc.t[keep] / s.layer_h,
+          np.linalg.eigvalsh(acc.S)[keep, -1])
+    assert r.theta == s.theta and r.layer_h == s.layer_h
+
+    # H(S, P) along the accelerated system, its last sample left out
+    H = np.array([matrix_hamiltonian(Sk, Pk, A, V) for Sk, Pk in zip(acc.S, acc.P, strict=True)])
+    assert np.all(np.isfinite(H))
+    np.testing.assert_array_equal(r.hamiltonian.x, acc.t[:-1])
+    np.testing.assert_array_equal(r.hamiltonian.y, H[:-1])
+
+    # the softmax models, streamed 60 frames of 5 steps (fewer if they diverge)
+    assert list(r.softmax) == ["softmax_inertial", "softmax_momentum", "softmax_first_order"]
+    for model, curve in r.softmax.items():
+        sim = Simulation(s.copy(model=model, norm_limit=1e6))
+        frames = [sim.frame()]
+        while len(frames) <= 60 and sim.status == "running":
+            frames.append(sim.step(5))
+        _same(curve, [f.t for f in frames], [f.diagnostics["second_moment_max"] for f in frames])
+    assert r.messages == ()
+
+
+def test_lab_shows_the_experiment_result_as_is():
+    lab = InertialLab()
+    lab.preset = "effective depth"
+    r = run_lab_experiment(lab.settings)
+    np.testing.assert_array_equal(lab.eig_acc.data["xs"][1], r.accelerated_eigenvalues[1].x)
+    np.testing.assert_array_equal(lab.eig_acc.data["ys"][1], r.accelerated_eigenvalues[1].y)
+    np.testing.assert_array_equal(lab.cloud1.data["y"], r.later_cloud[:, 1])
+    np.testing.assert_array_equal(lab.layer_src["continuous"].data["s"], r.layers["continuous"].y)
+    np.testing.assert_array_equal(lab.soft_src["softmax_momentum"].data["t"],
+                                  r.softmax["softmax_momentum"].x)
+    assert lab.actual_marker[0].location == r.crossing_layer
+    assert f"(predicted {r.predicted_layer})" in lab.status.object
+
+
+def test_a_refused_setting_or_diagonal_raises_and_names_it():
+    s = Settings(model="linear_accelerated", n_tokens=16, dim=2)
+    with pytest.raises(ValueError, match="V diagonal"):
+        run_lab_experiment(s, value_diag="1, 2, 3")
+    with pytest.raises(ValueError, match="A diagonal"):
+        run_lab_experiment({"dim": 3, "kernel_diag": "one"})
+    with pytest.raises(ValueError, match="n_tokens"):
+        run_lab_experiment(s, n_tokens=0)
+    assert s.value_diag == "1"  # the settings given are not changed
+
+
+def test_the_experiments_import_no_plotting_library():
+    code = ("import sys, dynamics.inertial.experiments; "
+            "print(sorted({'panel', 'bokeh', 'holoviews'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
