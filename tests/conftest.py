@@ -1,4 +1,7 @@
-"""Shared test setup: NumPy floating-point errors raise; Hypothesis has no deadline."""
+"""Shared test setup: NumPy floating-point errors raise; Hypothesis has no deadline.
+
+Plain helper functions shared by test modules are in ``helpers.py``.
+"""
 
 import numpy as np
 import pytest
@@ -16,3 +19,13 @@ def _floating_point_errors_raise():
     """Overflow, invalid operations and division by zero raise in every test."""
     with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
         yield
+
+
+@pytest.fixture
+def dash():
+    """A paused dashboard with N = 6, d = 3 (imported here, not at the top, so that
+    the backend's tests still collect when ``app`` does not import)."""
+    from dashboard_support import small_dashboard
+
+    return small_dashboard()
+

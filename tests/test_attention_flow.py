@@ -7,6 +7,7 @@ MODEL.md, independently of the backend.
 
 import numpy as np
 import pytest
+from helpers import fitted_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
@@ -24,11 +25,6 @@ from dynamics.integrators import (
 )
 
 FEW = settings(max_examples=12)
-
-
-def fitted_order(steps, errors):
-    """Slope of log(error) against log(step)."""
-    return float(np.polyfit(np.log(steps), np.log(errors), 1)[0])
 
 
 def centred(Z):

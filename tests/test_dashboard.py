@@ -7,18 +7,13 @@ import time
 import numpy as np
 import pytest
 from bokeh.events import Reset
-from dashboard_support import all_finite, play, small_dashboard, sources
+from dashboard_support import all_finite, play, sources
 
 from app import Dashboard
 from app import presets as presets_module
 from app.controls import applies
 from app.trajectories import TRAIL_EVERY
 from dynamics import PART_I_MODELS, Settings
-
-
-@pytest.fixture
-def dash():
-    return small_dashboard()
 
 
 def test_ticks_advance_and_fill_every_plot(dash):

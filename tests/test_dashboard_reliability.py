@@ -16,7 +16,7 @@ import types
 from pathlib import Path
 
 import pytest
-from dashboard_support import all_finite, play, small_dashboard, sources
+from dashboard_support import all_finite, play, sources
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,11 +26,6 @@ from dynamics import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = Settings().values()
-
-
-@pytest.fixture
-def dash():
-    return small_dashboard()
 
 
 # -- URL query fuzzing -----------------------------------------------------------

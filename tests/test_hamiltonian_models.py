@@ -7,6 +7,7 @@ integrated tightly with ``solve_ivp``; ``∫D^H`` is carried as an extra compone
 
 import numpy as np
 import pytest
+from helpers import fitted_order
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
@@ -92,10 +93,6 @@ def reference_solution(model, p, X0, P0, Z0, T, t_eval=None):
                 y[2 * nx:-1].reshape(N, N), y[-1])
 
     return sol.t, [unpack(j) for j in range(sol.y.shape[1])]
-
-
-def fitted_order(steps, errors):
-    return float(np.polyfit(np.log(steps), np.log(errors), 1)[0])
 
 
 def start(model, **kw):

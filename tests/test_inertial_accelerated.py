@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from hypothesis import Phase, given, settings
+from helpers import few_examples, random_spd, random_sym
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy.integrate import quad, solve_ivp
 
@@ -24,20 +25,9 @@ from dynamics.inertial import (
 )
 from dynamics.steppers.rk4 import rk4_step
 
-FAST = settings(max_examples=6, deadline=None,
-                phases=[Phase.explicit, Phase.reuse, Phase.generate])
+FAST = few_examples(6)
 DAMPINGS = [Damping("constant", 0.0), Damping("constant", 0.8),
             Damping("nesterov", 0.2, 3.0, 1.0)]
-
-
-def random_spd(rng, d, lo=0.3, hi=1.5):
-    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    return (q * rng.uniform(lo, hi, d)) @ q.T
-
-
-def random_sym(rng, d, lo=-1.0, hi=1.0):
-    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    return (q * rng.uniform(lo, hi, d)) @ q.T
 
 
 def augmented_particle_field(A, V, damping, n, d):

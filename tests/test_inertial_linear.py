@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from hypothesis import Phase, given, settings
+from helpers import few_examples, random_spd, random_sym
+from hypothesis import given
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
@@ -23,18 +24,7 @@ from dynamics.inertial import (
 from dynamics.inertial.linear import crossing_time_closed_form, largest_eigenvalue
 from dynamics.steppers.rk4 import rk4_step
 
-FAST = settings(max_examples=8, deadline=None,
-                phases=[Phase.explicit, Phase.reuse, Phase.generate])
-
-
-def random_spd(rng, d, lo=0.3, hi=1.5):
-    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    return (q * rng.uniform(lo, hi, d)) @ q.T
-
-
-def random_sym(rng, d, lo=-1.0, hi=1.0):
-    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
-    return (q * rng.uniform(lo, hi, d)) @ q.T
+FAST = few_examples(8)
 
 
 def particle_solution(X0, A, V, t_eval):

@@ -2,7 +2,8 @@
 
 import numpy as np
 import pytest
-from hypothesis import Phase, given, settings
+from helpers import few_examples
+from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamics.inertial import (
@@ -23,8 +24,7 @@ from dynamics.models.part_two import Problem
 from dynamics.steppers.rk4 import rk4_step
 from dynamics.workspace import Workspace
 
-FAST = settings(max_examples=10, deadline=None,
-                phases=[Phase.explicit, Phase.reuse, Phase.generate])
+FAST = few_examples(10)
 
 
 def setup(seed, n=6, d=3, scale=0.5):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from helpers import fitted_order
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
@@ -10,10 +11,6 @@ from dynamics import Settings, Simulation, models, simulate
 from dynamics import energy as en
 from dynamics.integrators import ORDER, verlet
 from dynamics.models import Problem
-
-
-def fitted_order(steps, errors):
-    return float(np.polyfit(np.log(steps), np.log(errors), 1)[0])
 
 
 def softmax_velocity(X, M, W_V, beta):

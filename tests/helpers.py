@@ -1,0 +1,31 @@
+"""Plain helpers shared by several test modules: ``from helpers import ...``.
+
+(``tests`` is on pytest's ``pythonpath``, see pyproject.toml.) Fixtures, the
+Hypothesis profile and the session hooks live in ``conftest.py``.
+"""
+
+import numpy as np
+from hypothesis import Phase, settings
+
+
+def fitted_order(steps, errors):
+    """Slope of log(error) against log(step)."""
+    return float(np.polyfit(np.log(steps), np.log(errors), 1)[0])
+
+
+def random_sym(rng, d, lo=-1.0, hi=1.0):
+    """Symmetric d×d matrix: eigenvalues uniform in [lo, hi], random orthonormal basis."""
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    return (q * rng.uniform(lo, hi, d)) @ q.T
+
+
+def random_spd(rng, d, lo=0.3, hi=1.5):
+    """Symmetric positive definite d×d matrix (``random_sym`` with 0 < lo ≤ hi)."""
+    return random_sym(rng, d, lo, hi)
+
+
+def few_examples(max_examples):
+    """Hypothesis settings for costly examples: ``max_examples`` of them, no deadline,
+    no shrinking (the rest as in the profile loaded by conftest.py)."""
+    return settings(max_examples=max_examples, deadline=None,
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate])
