@@ -1,7 +1,14 @@
 """Shared test setup: NumPy floating-point errors raise; Hypothesis has no deadline.
 
 Plain helper functions shared by test modules are in ``helpers.py``.
+
+Tests whose call takes more than ``SLOW_SECONDS`` carry ``@pytest.mark.slow`` (run
+``pytest -m "not slow"`` for a quick local pass; the default run includes them). With
+``CHECK_SLOW_MARKERS=1`` in the environment the session fails if a test's call took
+longer than that without the marker.
 """
+
+import os
 
 import numpy as np
 import pytest
@@ -12,6 +19,8 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("default")
+
+SLOW_SECONDS = 5.0
 
 
 @pytest.fixture(autouse=True)
@@ -29,3 +38,36 @@ def dash():
 
     return small_dashboard()
 
+
+# -- CHECK_SLOW_MARKERS=1: every test over SLOW_SECONDS is marked slow -------------------
+_unmarked_slow: list[tuple[str, float]] = []
+
+
+def _checking_slow_markers() -> bool:
+    return os.environ.get("CHECK_SLOW_MARKERS") == "1"
+
+
+def pytest_runtest_logreport(report):
+    if (_checking_slow_markers() and report.when == "call" and not report.skipped
+            and report.duration > SLOW_SECONDS and "slow" not in report.keywords):
+        _unmarked_slow.append((report.nodeid, report.duration))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _unmarked_slow and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _checking_slow_markers():
+        return
+    if not _unmarked_slow:
+        terminalreporter.write_line(
+            f"CHECK_SLOW_MARKERS: every test call over {SLOW_SECONDS:g} s is marked slow")
+        return
+    terminalreporter.section("CHECK_SLOW_MARKERS", red=True)
+    terminalreporter.write_line(
+        f"{len(_unmarked_slow)} test call(s) took over {SLOW_SECONDS:g} s without "
+        "@pytest.mark.slow:", red=True)
+    for nodeid, seconds in sorted(_unmarked_slow, key=lambda row: -row[1]):
+        terminalreporter.write_line(f"  {seconds:7.2f}s  {nodeid}", red=True)

@@ -42,6 +42,7 @@ _TEXT = st.one_of(
 _RAW = st.one_of(_TEXT, _TEXT.map(str.encode), st.lists(_TEXT.map(str.encode), max_size=3))
 
 
+@pytest.mark.slow
 @given(st.dictionaries(_KEYS, _RAW, max_size=6))
 def test_fuzzed_query_gives_message_and_safe_defaults(query):
     d = Dashboard(query=query, playing=False)
@@ -178,7 +179,8 @@ def test_a_failing_dashboard_leaves_the_others_running(monkeypatch):
 
 
 @pytest.mark.parametrize("settings", [
-    dict(model="attention", beta=1000.0, gamma=1e4, n_tokens=6, dim=3),
+    pytest.param(dict(model="attention", beta=1000.0, gamma=1e4, n_tokens=6, dim=3),
+                 marks=pytest.mark.slow),
     dict(model="canonical", beta=1000.0, confinement=0.0, n_tokens=6, dim=3, norm_limit=30.0),
     dict(model="reduced", beta=50.0, confinement=0.0, n_tokens=6, dim=3, norm_limit=30.0),
 ])

@@ -29,6 +29,7 @@ def _in_thread(fn):
     return call
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"Chromium not found at {CHROMIUM}")
 def test_browser_frame_rate(benchmark):
     if benchmark.disabled:  # smoke run (the fixture, disabled, just calls the function)

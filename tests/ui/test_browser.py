@@ -44,6 +44,7 @@ def _pause(page):
     page.wait_for_timeout(600)  # let frames in flight arrive
 
 
+@pytest.mark.slow
 def test_page_loads_and_every_plot_renders(page, server, console_errors):
     _open(page, server)
     # 3 heatmaps, KL (linear and log), energy, rate, distance, trajectories
@@ -54,6 +55,7 @@ def test_page_loads_and_every_plot_renders(page, server, console_errors):
     assert console_errors == []
 
 
+@pytest.mark.slow
 def test_play_pause(page, server, console_errors):
     _open(page, server)
     assert page.evaluate(COUNT_CHANGES, 1500) > 0  # autoplays on load
@@ -66,6 +68,7 @@ def test_play_pause(page, server, console_errors):
     assert console_errors == []
 
 
+@pytest.mark.slow
 def test_beta_slider_changes_state_and_plots(page, server, console_errors):
     _open(page, server)
     _pause(page)
@@ -85,6 +88,7 @@ def test_beta_slider_changes_state_and_plots(page, server, console_errors):
     assert console_errors == []
 
 
+@pytest.mark.slow
 def test_preset_loads(page, server, console_errors):
     _open(page, server)
     name = "Persistent lag under rotation"
@@ -98,6 +102,7 @@ def test_preset_loads(page, server, console_errors):
     assert console_errors == []
 
 
+@pytest.mark.slow
 def test_frames_per_second_at_n64(page, server, console_errors, capsys):
     _open(page, server, "?n_tokens=64")
     page.wait_for_timeout(1500)
@@ -111,6 +116,7 @@ def test_frames_per_second_at_n64(page, server, console_errors, capsys):
     assert console_errors == []
 
 
+@pytest.mark.slow
 def test_csv_download_and_inertial_tab(page, server, console_errors):
     _open(page, server)
     page.wait_for_function(f"() => ({ROWS})() > 3", timeout=20000)

@@ -11,6 +11,7 @@ def _status(page):
     return page.get_by_text(re.compile(r"first-order T_max")).first.inner_text()
 
 
+@pytest.mark.slow
 def test_inertial_lab_renders_and_responds(page, server, console_errors):
     page.goto(server)
     page.wait_for_selector(".bk-Canvas", timeout=30000)

@@ -44,6 +44,7 @@ def inproc():
         yield url
 
 
+@pytest.mark.slow
 def test_sessions_start_and_stop_their_callbacks_and_memory_is_flat(capsys):
     """50 sessions opened and closed, three at a time (each starts its callback), on a
     server in a fresh process (``session_probe.py``: the memory is a server's, not that
@@ -67,6 +68,7 @@ def test_sessions_start_and_stop_their_callbacks_and_memory_is_flat(capsys):
     assert r["rss_all"] <= 1.10 * r["rss_first"]
 
 
+@pytest.mark.slow
 def test_a_failing_session_does_not_stop_the_others_and_resets(inproc, monkeypatch):
     # The clients run their own event loop in a worker thread (Playwright owns this one's).
     worker = ThreadPoolExecutor(1)
@@ -141,6 +143,7 @@ def test_foreign_origin_websocket_is_refused(readme_server):
         assert run(f"http://127.0.0.1:{port}") == 101
 
 
+@pytest.mark.slow
 def test_nasty_url_shows_a_message_and_defaults(readme_server, page):
     url = readme_server.url
     errors = []
@@ -158,6 +161,7 @@ def test_nasty_url_shows_a_message_and_defaults(readme_server, page):
     page.goto("about:blank")
 
 
+@pytest.mark.slow
 def test_reduced_load_and_pages_closed_mid_stream(readme_server, browser, capsys):
     """The load test of ``scripts/load_test.py`` reduced from 8 pages × 120 s to
     3 pages × 15 s (the test tier's time budget; the full size is run by hand),
