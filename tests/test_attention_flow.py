@@ -12,17 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 
-from dynamics import PATHS, Settings, Simulation, integrators, simulate
+from dynamics import PATHS, Settings, Simulation, relaxation, simulate
 from dynamics import energy as en
-from dynamics.integrators import (
-    ORDER,
-    Workspace,
-    logit_step,
+from dynamics.logits import logit_step
+from dynamics.relaxation import (
     relax,
     relax_chain,
     relax_to_target,
     relaxation_averages,
 )
+from dynamics.steppers import ExactLogit
+from dynamics.workspace import Workspace
 
 FEW = settings(max_examples=12)
 
@@ -66,7 +66,7 @@ def test_logit_step_is_second_order_on_rotation_path():
     """Nonlinear S(t): the global error of the exact step falls like h² (fitted)."""
     sim = Simulation(Settings(model="attention", path="rotation", n_tokens=5, dim=3,
                               omega=2.0, beta=1.5, gamma=2.0, init_attention="random", seed=4))
-    prob, path, Z0 = sim.prob, sim.path, sim.state.Z
+    prob, path, Z0 = sim.problem, sim.problem.path, sim.state.Z
     beta, lam, T = prob.beta, prob.relaxation_rate, 1.0
 
     def S_at(t):
@@ -83,7 +83,7 @@ def test_logit_step_is_second_order_on_rotation_path():
         errors.append(np.abs(en.rowsoftmax(Z) - ref).max())
     order = fitted_order(steps, errors)
     print(f"logit_step on rotation path: errors {errors}, measured order {order:.3f}")
-    assert ORDER["logit_step"] == 2
+    assert ExactLogit.order == 2
     assert 1.8 <= order <= 2.3
 
 
@@ -93,7 +93,7 @@ def test_attention_simulation_converges_at_order_two(path):
     base = Settings(model="attention", path=path, n_tokens=4, dim=3, omega=1.5,
                     amplitude=0.8, beta=2.0, gamma=1.0, init_attention="random", seed=2)
     sim0 = Simulation(base)
-    prob, fpath = sim0.prob, sim0.path
+    prob, fpath = sim0.problem, sim0.problem.path
     ref = en.rowsoftmax(logit_reference(
         sim0.state.Z, lambda t: en.scores(fpath(t)[0], prob.M), prob.beta,
         prob.relaxation_rate, 1.0))
@@ -257,7 +257,7 @@ def test_blocked_relaxation_quadrature_is_fourth_order(monkeypatch):
     exact = exact_mean_dissipation(Z, T, beta, lam_tau, 1.0, pieces=64, nodes=64)
     panels, errors = (16, 32, 64), []
     for m in panels:
-        monkeypatch.setattr(integrators, "_trapezoid_panels", lambda spread, m=m: m)
+        monkeypatch.setattr(relaxation, "trapezoid_panels", lambda spread, m=m: m)
         mean_D = relax_to_target(Z, T, beta, lam_tau, 1.0, A0)[4]
         errors.append(abs(mean_D - exact) / exact)
     order = -fitted_order(panels, errors)
@@ -332,7 +332,7 @@ def test_kl_never_exceeds_tracking_bound_canonical(beta, gamma):
 # --- §5 energy balance on prescribed paths -----------------------------------------------
 def balance_reference(sim, T):
     """F(T) − F(0), ∫ −⟨A, dS/dt⟩ and ∫ D along a tight solution (MODEL.md §5)."""
-    prob, path, Z0 = sim.prob, sim.path, sim.state.Z
+    prob, path, Z0 = sim.problem, sim.problem.path, sim.state.Z
     beta, gamma, lam, N = prob.beta, prob.gamma, prob.relaxation_rate, Z0.shape[0]
 
     def rhs(t, y):
@@ -394,7 +394,7 @@ def test_switch_path_jump_work_is_accounted():
     assert np.all(d["work"][jump:] == d["work"][jump])
     # the jump's work is −⟨A(t_s), S(X_1) − S(X_0)⟩ with attention frozen across it
     sim = Simulation(s)
-    M = sim.prob.M
+    M = sim.problem.M
     dS = en.scores(traj.features[jump], M) - en.scores(traj.features[jump - 1], M)
     assert d["work"][jump] == pytest.approx(-np.sum(traj.attention[jump] * dS), rel=1e-12)
     resid = np.abs(d["energy_residual"]).max()
@@ -408,7 +408,7 @@ def test_tracking_bound_solves_its_ode(path):
     s = Settings(model="attention", path=path, n_tokens=4, dim=3, beta=2.0, gamma=1.0,
                  omega=1.5, amplitude=0.8, init_attention="random", seed=8, dt=0.01)
     sim = Simulation(s)
-    prob, fpath = sim.prob, sim.path
+    prob, fpath = sim.problem, sim.problem.path
     beta, lam = prob.beta, prob.relaxation_rate
 
     def osc_rate(t):

@@ -14,8 +14,18 @@ from scipy.integrate import solve_ivp
 
 from dynamics import Settings, Simulation, models, simulate
 from dynamics import energy as en
-from dynamics.integrators import ORDER
-from dynamics.models import HAMILTONIAN_MODELS, Problem
+from dynamics.models import Problem
+from dynamics.steppers import EtdVerlet, Strang
+
+#: The coupled Hamiltonian models: those whose attention target has effective scores.
+HAMILTONIAN_MODELS = tuple(m for m in models.names(part=1)
+                           if "effective_scores" in models.get(m).readable)
+
+
+def physics(model):
+    """The readable equations of ``model`` (velocity, force, Ŝ, H)."""
+    return models.get(model).readable
+
 
 # --- an independent implementation of §7 -----------------------------------------------
 
@@ -101,7 +111,7 @@ def start(model, **kw):
                   init_attention="random")
     values.update(kw)
     sim = Simulation(Settings(**values))
-    return sim, sim.prob, sim.state.X, sim.state.P, sim.state.Z
+    return sim, sim.problem, sim.state.X, sim.state.P, sim.state.Z
 
 
 # --- analytic forces and costs = derivatives of models.hamiltonian ---------------------
@@ -135,11 +145,11 @@ def test_momentum_force_is_minus_gradient_of_hamiltonian(model, N, d, seed, log_
                                                          kappa, k, mass):
     prob, X, P, Z = random_problem(seed, N, d, log_beta, kappa, k, mass)
     A = en.rowsoftmax(Z)
-    grad = central_gradient(lambda U: models.hamiltonian(model, prob, U, P, A), X)
-    force = models.momentum_force(model, prob, X, P, A)
+    grad = central_gradient(lambda U: physics(model)["hamiltonian"](prob, U, P, A), X)
+    force = physics(model)["force"](prob, X, P, A)
     np.testing.assert_allclose(force, -grad, rtol=0, atol=1e-6 * (1 + np.abs(grad).max()))
-    grad_p = central_gradient(lambda U: models.hamiltonian(model, prob, X, U, A), P)
-    np.testing.assert_allclose(models.feature_velocity(model, prob, X, P, A), grad_p,
+    grad_p = central_gradient(lambda U: physics(model)["hamiltonian"](prob, X, U, A), P)
+    np.testing.assert_allclose(physics(model)["velocity"](prob, X, P, A), grad_p,
                                rtol=0, atol=1e-6 * (1 + np.abs(grad_p).max()))
 
 
@@ -149,17 +159,17 @@ def test_attention_costs_are_gradient_of_hamiltonian(model, N, d, seed, log_beta
     """C^H = ∂H/∂A = −Ŝ + (1/β)(1 + log A) with the effective scores of §7."""
     prob, X, P, Z = random_problem(seed, N, d, log_beta, kappa, k, mass)
     A = en.rowsoftmax(Z)
-    S_hat = models.effective_scores(model, prob, X, P, A)
+    S_hat = physics(model)["effective_scores"](prob, X, P, A)
     C_H = en.marginal_costs(np.log(A), S_hat, prob.beta)
-    grad = central_gradient(lambda U: models.hamiltonian(model, prob, X, P, U), A, eps=1e-7)
+    grad = central_gradient(lambda U: physics(model)["hamiltonian"](prob, X, P, U), A, eps=1e-7)
     np.testing.assert_allclose(C_H, grad, rtol=0, atol=1e-5 * (1 + np.abs(grad).max()))
     # and Ŝ, force and velocity agree with the independent formulas of this file
     X_dot, P_dot, S_hat_ref, _ = ref_parts(model, prob, X, P, Z)
     scale = 1 + np.abs(S_hat_ref).max()
     np.testing.assert_allclose(S_hat, S_hat_ref, rtol=0, atol=1e-12 * scale)
-    np.testing.assert_allclose(models.momentum_force(model, prob, X, P, A), P_dot,
+    np.testing.assert_allclose(physics(model)["force"](prob, X, P, A), P_dot,
                                rtol=0, atol=1e-12 * (1 + np.abs(P_dot).max()))
-    assert models.hamiltonian(model, prob, X, P, A, en.log_rowsoftmax(Z)) == pytest.approx(
+    assert physics(model)["hamiltonian"](prob, X, P, A, en.log_rowsoftmax(Z)) == pytest.approx(
         ref_energy(model, prob, X, P, Z), rel=1e-12, abs=1e-12)
 
 
@@ -181,7 +191,7 @@ def test_energy_dissipation_law_with_tight_reference(model):
 
 def reference_at(model, settings, T):
     sim = Simulation(settings)
-    X, P, Z, D = reference_solution(model, sim.prob, sim.state.X, sim.state.P,
+    X, P, Z, D = reference_solution(model, sim.problem, sim.state.X, sim.state.P,
                                     sim.state.Z, T)[1][-1]
     return X, _softmax(Z), D
 
@@ -223,7 +233,7 @@ def test_simulation_matches_tight_reference_at_order_two(model):
     order = fitted_order(steps, errors)
     print(f"{model} Simulation vs solve_ivp at t=1: errors {errors} for dt {steps}, "
           f"measured order {order:.3f}")
-    assert ORDER["strang"] == 2
+    assert Strang.order == 2 and EtdVerlet.order == 2
     assert order >= 1.8
     assert errors[-1] <= 1e-3
 
@@ -264,5 +274,5 @@ def test_initial_attention_options(model):
         if init == "uniform":
             np.testing.assert_allclose(A, 0.25, rtol=1e-15)
         elif init == "softmax":
-            np.testing.assert_allclose(A, en.softmax_attention(en.scores(X, sim.prob.M),
-                                                               sim.prob.beta), atol=1e-15)
+            np.testing.assert_allclose(A, en.softmax_attention(en.scores(X, sim.problem.M),
+                                                               sim.problem.beta), atol=1e-15)

@@ -24,7 +24,7 @@ CASES = {
     "linear": {"value_diag": "0.5"},
     "linear_accelerated": {"value_diag": "0.5"},
     "softmax_first_order": {},
-    "softmax_inertial": {"second_moment": 0.2},
+    "softmax_inertial": {"second_moment": 0.1, "value_diag": "0.1"},
     "softmax_momentum": {},
 }
 T_END = 1.0

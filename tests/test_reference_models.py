@@ -9,8 +9,9 @@ from scipy.integrate import solve_ivp
 
 from dynamics import Settings, Simulation, models, simulate
 from dynamics import energy as en
-from dynamics.integrators import ORDER, verlet
 from dynamics.models import Problem
+from dynamics.steppers import Heun, Verlet
+from dynamics.steppers.verlet import verlet
 
 
 def softmax_velocity(X, M, W_V, beta):
@@ -43,9 +44,9 @@ def test_reduced_force_is_minus_gradient_of_reduced_hamiltonian(N, d, seed, log_
     for idx in np.ndindex(X.shape):
         E = np.zeros_like(X)
         E[idx] = eps
-        grad[idx] = (models.hamiltonian("reduced", prob, X + E, P, None)
-                     - models.hamiltonian("reduced", prob, X - E, P, None)) / (2 * eps)
-    force = models.reduced_force(prob, X)
+        grad[idx] = (models.get("reduced").readable["hamiltonian"](prob, X + E, P)
+                     - models.get("reduced").readable["hamiltonian"](prob, X - E, P)) / (2 * eps)
+    force = models.get("reduced").readable["force"](prob, X)
     np.testing.assert_allclose(force, -grad, rtol=0, atol=1e-6 * (1 + np.abs(grad).max()))
 
 
@@ -82,7 +83,7 @@ def test_reduced_energy_error_is_second_order():
         errors.append(np.abs(dH).max())
     order = fitted_order(steps, errors)
     print(f"reduced max|H−H0| over t≤10: {errors} for dt {steps}, measured order {order:.3f}")
-    assert ORDER["verlet"] == 2
+    assert Verlet.order == 2
     assert order >= 1.8
 
 
@@ -94,7 +95,7 @@ def test_verlet_is_symplectic_and_time_reversible():
     X, P = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
 
     def force(U):
-        return models.reduced_force(prob, U)
+        return models.get("reduced").readable["force"](prob, U)
 
     X1, P1 = verlet(X, P, force, 1.3, 0.05)
     X2, P2 = verlet(X1, -P1, force, 1.3, 0.05)
@@ -124,10 +125,10 @@ def test_residual_layer_one_step_error_is_second_order():
     prob = Problem(M=rng.standard_normal((d, d)) / d, W_V=rng.standard_normal((d, d)) / d,
                    beta=2.0, gamma=1.0)
     X = rng.standard_normal((6, d))
-    np.testing.assert_allclose(models.transformer_velocity(prob, X),
+    np.testing.assert_allclose(models.get("transformer").readable["velocity"](prob, X),
                                softmax_velocity(X, prob.M, prob.W_V, prob.beta), atol=1e-14)
     steps = np.array([0.2, 0.1, 0.05, 0.025, 0.0125])
-    errors = [np.abs(models.residual_layer(prob, X, h)
+    errors = [np.abs(models.get("transformer").readable["layer"](prob, X, h)
                      - transformer_reference(X, prob.M, prob.W_V, prob.beta, h)).max()
               for h in steps]
     order = fitted_order(steps, errors)
@@ -138,7 +139,8 @@ def test_residual_layer_one_step_error_is_second_order():
 def test_transformer_simulation_is_second_order():
     base = Settings(model="transformer", n_tokens=5, dim=3, seed=9, beta=2.0)
     sim = Simulation(base)
-    X_ref = transformer_reference(sim.state.X, sim.prob.M, sim.prob.W_V, sim.prob.beta, 1.0)
+    prob = sim.problem
+    X_ref = transformer_reference(sim.state.X, prob.M, prob.W_V, prob.beta, 1.0)
     steps, errors = [], []
     for dt in (0.1, 0.05, 0.025, 0.0125):
         frame = Simulation(base.copy(dt=dt)).step(int(round(1.0 / dt)))
@@ -149,7 +151,7 @@ def test_transformer_simulation_is_second_order():
     order = fitted_order(steps, errors)
     print(f"transformer Simulation vs solve_ivp at t=1: errors {errors}, "
           f"measured order {order:.3f}")
-    assert ORDER["heun"] == 2
+    assert Heun.order == 2
     assert order >= 1.8
 
 
@@ -157,7 +159,7 @@ def test_reduced_simulation_matches_reference():
     """The reduced model's Simulation converges at order 2 to a tight reference."""
     base = Settings(model="reduced", n_tokens=5, dim=3, seed=9, init_momentum="random")
     sim = Simulation(base)
-    prob, N, d = sim.prob, 5, 3
+    prob, N, d = sim.problem, 5, 3
 
     def rhs(_t, y):
         X, P = y[:N * d].reshape(N, d), y[N * d:].reshape(N, d)
@@ -195,5 +197,5 @@ def test_transformer_potential_is_log_sum_exp_energy():
     """Φ reported by the transformer model is −(1/β) Σ logsumexp(βS) at its features."""
     sim = Simulation(Settings(model="transformer", n_tokens=4, dim=3, beta=3.0))
     frame = sim.step(20)
-    S = en.scores(frame.features, sim.prob.M)
+    S = en.scores(frame.features, sim.problem.M)
     assert frame.diagnostics["potential"] == pytest.approx(en.potential(S, 3.0), rel=1e-13)
