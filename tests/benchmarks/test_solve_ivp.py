@@ -52,9 +52,9 @@ def _reference(settings: Settings, regime: str, t_end: float, tight: bool = True
         rtol, atol, method = (1e-11, 1e-12, "Radau") if tight else (1e-8, 1e-10, "Radau")
     else:
         rtol, atol, method = (1e-12, 1e-12, "DOP853") if tight else (1e-9, 1e-11, "DOP853")
-    sol = solve_reference(settings, t_end, method=method, rtol=rtol, atol=atol)
+    sol, unpack = solve_reference(settings, t_end, method=method, rtol=rtol, atol=atol)
     assert sol.success, sol.message
-    return sol.y[:N * DIM, -1].reshape(N, DIM)
+    return unpack(sol.y[:, -1])["X"]
 
 
 def _simulate_run(settings: Settings, dt: float, t_end: float):
@@ -71,9 +71,10 @@ def _simulate_run(settings: Settings, dt: float, t_end: float):
 
 def _ivp_run(settings: Settings, method: str, rtol: float, t_end: float):
     def run():
-        sol = solve_reference(settings, t_end, method=method, rtol=rtol, atol=1e-2 * rtol)
+        sol, unpack = solve_reference(settings, t_end, method=method, rtol=rtol,
+                                      atol=1e-2 * rtol)
         assert sol.success, sol.message
-        return sol.y[:N * DIM, -1].reshape(N, DIM)
+        return unpack(sol.y[:, -1])["X"]
 
     return run
 
