@@ -1,4 +1,4 @@
-"""Scores, softmax attention and the free energy (MODEL.md §1-§2).
+"""Scores, softmax attention and the free energy (Theory page: scores, softmax, free energy).
 
 Every function works on whole matrices (rows are receiving tokens ``i``, columns
 source tokens ``j``) with no Python loop over tokens. Logarithms of attention are
@@ -15,7 +15,7 @@ _max_reduce, _min_reduce, _sum_reduce = np.maximum.reduce, np.minimum.reduce, np
 
 
 def scores(X, M):
-    """Query-key scores ``S = X M Xᵀ`` (MODEL.md §1).
+    """Query-key scores ``S = X M Xᵀ``.
 
     Parameters
     ----------
@@ -58,7 +58,7 @@ def rowsoftmax(Z, centred=False, out=None):
 
 
 def softmax_attention(S, beta):
-    """Softmax attention ``A* = rowsoftmax(βS)`` (MODEL.md §1)."""
+    """Softmax attention ``A* = rowsoftmax(βS)``."""
     return rowsoftmax(beta * S)
 
 
@@ -69,7 +69,7 @@ def entropy_rows(A, log_a=None):
 
 
 def free_energy(A, S, beta, log_a=None):
-    """Free energy ``F(A; X) = Σ_i [−Σ_j A_ij S_ij + (1/β) Σ_j A_ij log A_ij]`` (§1).
+    """Free energy ``F(A; X) = Σ_i [−Σ_j A_ij S_ij + (1/β) Σ_j A_ij log A_ij]``.
 
     Parameters
     ----------
@@ -85,7 +85,7 @@ def free_energy(A, S, beta, log_a=None):
 
 
 def potential(S, beta):
-    """Log-sum-exp potential ``Φ = −(1/β) Σ_i logsumexp_j(βS_ij)`` = min of F (§1)."""
+    """Log-sum-exp potential ``Φ = −(1/β) Σ_i logsumexp_j(βS_ij)`` = min of F."""
     return float(-np.sum(row_logsumexp(beta * S)) / beta)
 
 
@@ -99,7 +99,7 @@ def kl_rows(log_p, log_q, P=None):
 
 
 def marginal_costs(log_a, S, beta):
-    """Marginal costs ``C = ∂F/∂A = −S + (1/β)(1 + log A)`` (§2), shape (N, N)."""
+    """Marginal costs ``C = ∂F/∂A = −S + (1/β)(1 + log A)``, shape (N, N)."""
     return -S + (1.0 + log_a) / beta
 
 
@@ -109,12 +109,12 @@ def row_centred(C, A):
 
 
 def fisher_rao_velocity(A, C, gamma):
-    """Attention flow ``dA/dt = −γ A ⊙ (C − C̄)`` (§2), shape (N, N)."""
+    """Attention flow ``dA/dt = −γ A ⊙ (C − C̄)``, shape (N, N)."""
     return -gamma * A * row_centred(C, A)
 
 
 def dissipation_rate(A, C, gamma):
-    """``D = γ Σ_i Σ_j A_ij (C_ij − C̄_i)² ≥ 0`` (§2)."""
+    """``D = γ Σ_i Σ_j A_ij (C_ij − C̄_i)² ≥ 0``."""
     return float(gamma * np.sum(A * row_centred(C, A) ** 2))
 
 

@@ -28,11 +28,11 @@ class Frame:
     softmax : ndarray, shape (N, N) or None
         Softmax attention A* = rowsoftmax(βS) at the current features.
     target : ndarray, shape (N, N) or None
-        Instantaneous attention target rowsoftmax(βŜ) (MODEL.md §7).
+        Instantaneous attention target rowsoftmax(βŜ) (Theory page: coupled models).
     kl_rows : ndarray, shape (N,) or None
         KL(A_i ‖ A*_i) per row.
     diagnostics : dict of str to float
-        Every scalar diagnostic of MODEL.md §9 (or §10-§13), ``t`` included.
+        Every scalar diagnostic of the model, ``t`` included.
     status : str
         ``"running"``, ``"diverged"`` or ``"failed"``.
     message : str

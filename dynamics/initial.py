@@ -5,7 +5,7 @@ Two models run with one seed start from the same features, momenta, ``M`` and
 order, whatever the model.
 
 Scales (chosen so the default run of every model is bounded and readable over
-``t = 10``, MODEL.md §7):
+``t = 10``, see the Theory page on confinement):
 
 * ``X_in`` has i.i.d. ``N(0, 1)`` entries, so ``‖x_i‖² ≈ d``;
 * ``M = G / d`` with ``G`` standard Gaussian: scores have standard deviation ≈ 1,
@@ -25,7 +25,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class InitialData:
-    """Arrays drawn from one seed (shapes in MODEL.md notation)."""
+    """Arrays drawn from one seed (shapes as on the Theory page)."""
 
     X: np.ndarray  # (N, d) input features X_in
     P: np.ndarray  # (N, d) random momenta

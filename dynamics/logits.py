@@ -22,7 +22,7 @@ def phi1(x):
 
 
 def psi(x):
-    """``ψ(x) = 1 − (1 − e^{−x})/x`` of MODEL.md §3, stable for small ``x ≥ 0``."""
+    """``ψ(x) = 1 − (1 − e^{−x})/x`` of the exact logit step, stable for small ``x ≥ 0``."""
     return x / 2.0 - x * x / 6.0 + x**3 / 24.0 if x < 1e-4 else 1.0 + math.expm1(-x) / x
 
 

@@ -1,4 +1,4 @@
-"""Prescribed feature paths X(t) of the attention-only model (MODEL.md §6).
+"""Prescribed feature paths X(t) of the attention-only model (Theory page).
 
 Each path gives ``X(t)`` and ``dX/dt`` in closed form. The switch path jumps at
 ``switch_time``; :attr:`FeaturePath.jumps` lists such times so an integrator can
@@ -27,7 +27,7 @@ class FeaturePath:
     Q : ndarray, shape (d, d)
         Orthonormal basis whose consecutive column pairs span the rotation planes.
     omega, amplitude, switch_time, settle_rate : float
-        ω, δ, t_s and μ of MODEL.md §6.
+        ω, δ, t_s and μ of the Theory page.
     """
 
     kind: str
