@@ -2,7 +2,6 @@
 reproducibility and changes between steps."""
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import param
@@ -18,7 +17,6 @@ from dynamics import (
     simulate,
 )
 from dynamics import energy as en
-from dynamics.steppers import DeferredOverflow, Strang, TrackedEtdVerlet
 
 SMALL = dict(n_tokens=4, dim=3, dt=0.02)
 
@@ -251,82 +249,6 @@ def test_seed_fixes_initial_data_independently_of_model():
     assert not np.array_equal(other_seed.state.X, ref.state.X)
 
 
-# --- mid-run changes ----------------------------------------------------------------------
-@pytest.mark.parametrize("name, value", [("beta", 3.0), ("gamma", 5.0), ("kappa", 2.0),
-                                         ("confinement", 4.0), ("dt", 0.01)])
-def test_energy_setting_change_continues_from_current_state(name, value):
-    s = Settings(model="canonical", init_momentum="random", **SMALL)
-    sim = Simulation(s)
-    before = sim.step(25)
-    s.param.update(**{name: value})
-    same = sim.step(0)
-    assert same.t == before.t
-    np.testing.assert_array_equal(same.features, before.features)
-    np.testing.assert_array_equal(same.attention, before.attention)
-    assert same.diagnostics["energy_residual"] == pytest.approx(
-        before.diagnostics["energy_residual"], abs=1e-12)
-    after = sim.step(10)
-    assert after.t == pytest.approx(before.t + 10 * s.dt)
-    # the change does protocol work: no jump of the residual, only integrator error after
-    assert abs(after.diagnostics["energy_residual"]) <= 1e-2 * after.diagnostics["dissipated"]
-    if name == "beta":
-        assert sim.problem.beta == 3.0
-
-
-@pytest.mark.parametrize("model", ["attention", "canonical", "value_matching",
-                                   "cotangent_lift", "reduced"])
-def test_quench_does_protocol_work(model):
-    """A β change at fixed state adds E_new(state) − E_old(state) to ``work``: the energy
-    jumps, ``work`` jumps by the same amount, E(0) is kept and the residual stays."""
-    s = Settings(model=model, init_momentum="random", **SMALL)
-    sim = Simulation(s)
-    before = sim.step(25)
-    E_old = sim.energy()
-    s.beta = 4.0
-    E_new = sim.energy()  # not yet applied: the change waits for the next advance
-    assert E_new == E_old
-    same = sim.step(0)
-    (change,) = sim.changes
-    assert change.t == before.t and change.values == {"beta": (1.0, 4.0)}
-    E_new = sim.energy()
-    assert change.work == pytest.approx(E_new - E_old, rel=1e-13, abs=1e-13)
-    assert abs(change.work) > 1e-3  # a real jump, seen on the energy plot
-    d0, d1 = before.diagnostics, same.diagnostics
-    assert d1["work"] - d0["work"] == pytest.approx(change.work, rel=1e-12, abs=1e-13)
-    assert d1["hamiltonian"] - d0["hamiltonian"] == pytest.approx(change.work, rel=1e-12,
-                                                                  abs=1e-13)
-    assert d1["energy_residual"] == pytest.approx(d0["energy_residual"], abs=1e-12)
-    # a γ change enters no energy: no work
-    s.gamma = 3.0
-    sim.step(0)
-    assert sim.changes[-1].work == 0.0 or model == "reduced"
-
-
-def test_restart_setting_change_restarts():
-    s = Settings(model="canonical", **SMALL)
-    sim = Simulation(s)
-    sim.step(25)
-    s.n_tokens = 5
-    frame = sim.step(1)
-    assert frame.t == pytest.approx(s.dt)
-    assert frame.features.shape == (5, 3) and frame.attention.shape == (5, 5)
-    assert frame.diagnostics["dissipated"] >= 0.0
-
-
-def test_gamma_change_on_attention_model_changes_rate_not_state():
-    s = Settings(model="attention", path="static", init_attention="random", **SMALL)
-    sim = Simulation(s)
-    a = sim.step(10)
-    s.gamma = 4.0
-    b = sim.step(10)
-    # static features: log-odds shrink by exactly e^{−λ·0.2} with the new λ = γ/β
-    W_a = np.log(a.attention) - np.log(a.softmax)
-    W_b = np.log(b.attention) - np.log(b.softmax)
-    np.testing.assert_allclose(en.oscillation(W_b), np.exp(-4.0 * 0.2) * en.oscillation(W_a),
-                               rtol=1e-9)
-    np.testing.assert_array_equal(b.features, a.features)
-
-
 # --- given initial state ----------------------------------------------------------------------
 def test_given_initial_state_is_used():
     rng = np.random.default_rng(0)
@@ -354,117 +276,3 @@ def test_bad_initial_state_is_refused_clearly(kw, words):
         Simulation(Settings(model="canonical", **SMALL), **kw)
     for word in words:
         assert word in str(info.value), (word, str(info.value))
-
-
-# -- deferred bound: the canonical fast path is the scheme's one code path ------------
-# The canonical stepper leaves dS/dt and the bound B of its steps pending and fills them
-# in for a batch of steps at once (``TrackedEtdVerlet.finish``); these checks pin that to
-# the step-by-step update, for every chunking and on overflow.
-
-
-def _stepped(settings: Settings, n: int):
-    """The canonical stepper, and its state and carry after ``n`` steps left pending."""
-    sim = Simulation(settings)
-    stepper = TrackedEtdVerlet(sim.problem)
-    state, carry = sim.state, stepper.start(sim.state)
-    with np.errstate(over="raise", invalid="raise", divide="raise"):
-        for _ in range(n):
-            state, carry = stepper.step(state, carry, settings.dt)
-    return stepper, state, carry
-
-
-_REGIMES = {"stiff": {"gamma": 1000.0, "beta": 1.0}, "non-stiff": {"gamma": 1.0, "beta": 1.0}}
-
-
-def _canonical(regime: str) -> Settings:
-    return Settings(model="canonical", n_tokens=8, dim=4, **_REGIMES[regime])
-
-
-@pytest.mark.parametrize("regime", list(_REGIMES))
-@pytest.mark.parametrize("mass", [1.0, 1.5])
-def test_deferred_bound_matches_step_by_step(regime, mass):
-    settings = _canonical(regime).copy(dt=0.02, mass=mass, init_momentum="random")
-    # batched: nine steps pending, finished at once; stepwise: finished after each step
-    stepper, batched, carry = _stepped(settings, 9)
-    assert batched.B is None and carry.pending is not None
-    with np.errstate(over="raise", invalid="raise", divide="raise"):
-        batched, carry = stepper.finish(batched, carry)
-        sim = Simulation(settings)
-        one = TrackedEtdVerlet(sim.problem)
-        stepwise, c1 = sim.state, one.start(sim.state)
-        for _ in range(9):
-            stepwise, c1 = one.finish(*one.step(stepwise, c1, settings.dt))
-    for name in ("X", "P", "Z", "A", "S_dot", "B"):
-        np.testing.assert_array_equal(getattr(batched, name), getattr(stepwise, name))
-    np.testing.assert_array_equal(carry.osc_S_dot, c1.osc_S_dot)
-    assert carry.pending is None
-    # any chunking of advance gives the same state, bit for bit
-    one, many = Simulation(settings), Simulation(settings)
-    one.advance(150)
-    for n in (1, 2, 63, 64, 20):
-        many.advance(n)
-    for name in ("X", "P", "Z", "A", "S", "S_dot", "B"):
-        np.testing.assert_array_equal(getattr(one.state, name), getattr(many.state, name))
-    assert one.state.dissipated == many.state.dissipated
-
-
-def test_deferred_overflow_stops_at_the_step():
-    settings = _canonical("stiff").copy(dt=0.02)
-    stepper, state, carry = _stepped(settings, 6)
-    pending = carry.pending
-    states = list(pending.states)
-    states[3] = replace(states[3], P=np.full_like(states[3].P, 1e200))
-    XMs = list(pending.XMs)
-    XMs[3] = np.full_like(XMs[3], 1e200)  # X M Pᵀ overflows in dS/dt
-    carry = replace(carry, pending=replace(pending, states=tuple(states), XMs=tuple(XMs)))
-    with np.errstate(over="raise", invalid="raise", divide="raise"):  # as in advance
-        with pytest.raises(DeferredOverflow) as info:
-            stepper.finish(state, carry)
-    err = info.value
-    assert err.t == states[3].t and err.state.t == states[2].t
-    np.testing.assert_array_equal(err.state.X, states[2].X)
-    assert err.state.B is not None and err.state.S_dot is not None
-
-
-def test_settings_count_value_changes_and_a_run_takes_them_in():
-    """``Settings.changes`` moves on a changed value only; a Simulation that advanced with
-    nothing changed still takes a later change in (β here: the same as a fresh run
-    continued from that state with the new β)."""
-    s = Settings(model="canonical", n_tokens=5, dim=3)
-    count = s.changes
-    s.beta = s.beta
-    assert s.changes == count
-    s.beta = 2.0
-    assert s.changes > count
-    sim = Simulation(s)
-    sim.advance(3)
-    sim.advance(2)  # nothing changed: the settings are not reread
-    s.gamma = 7.0
-    sim.advance(1)
-    assert sim.problem.gamma == 7.0 and sim.problem.beta == 2.0
-
-
-def test_cotangent_lift_next_half_relaxation_follows_dt():
-    """The cotangent lift computes the next step's first half relaxation ahead, for the
-    same dt; after a dt change it relaxes afresh: the run equals one that never keeps
-    that relaxation (to rounding), before and after the change."""
-    s = Settings(model="cotangent_lift", n_tokens=6, dim=3, init_momentum="random")
-    sim = Simulation(s)
-    stepper = Strang(sim.problem)
-    ahead = afresh = sim.state
-    c_ahead, c_afresh = stepper.start(ahead), stepper.start(afresh)
-    h = s.dt
-    with np.errstate(over="raise", invalid="raise", divide="raise"):
-        for k in range(12):
-            if k == 6:
-                h = 0.025
-            ahead, c_ahead = stepper.step(ahead, c_ahead, h)
-            afresh, c_afresh = stepper.step(afresh, replace(c_afresh, half=None), h)
-            for a, b in ((ahead.X, afresh.X), (ahead.A, afresh.A)):
-                np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
-            assert ahead.dissipated == pytest.approx(afresh.dissipated, rel=1e-10)
-    # and the mutation that ignores dt would be seen: a kept half of another dt differs
-    with np.errstate(over="raise", invalid="raise", divide="raise"):
-        stale, _ = stepper.step(ahead, replace(c_ahead, half=(0.01,) + c_ahead.half[1:]), 0.01)
-        fresh, _ = stepper.step(ahead, replace(c_ahead, half=None), 0.01)
-    assert not np.allclose(stale.A, fresh.A, rtol=1e-11, atol=1e-13)
