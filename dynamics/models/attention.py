@@ -8,10 +8,22 @@ is ``dF/dt = −⟨A, dS/dt⟩ − D``.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from .. import energy as en
 from ..steppers.exact_logit import ExactLogit
 from . import part_one
 from .registry import ModelSpec, register
+
+#: Which prescribed paths (``Settings.path``) use each path setting: ω turns the rotation
+#: and the oscillation; δ sizes the oscillation, the drift, the switch and the converging
+#: path's offset ``X_∞ − X_0``; ``t_s`` is the switch's time and μ the converging rate.
+PATH_USES = MappingProxyType({
+    "omega": ("rotation", "oscillation"),
+    "amplitude": ("oscillation", "drift", "switch", "converging"),
+    "switch_time": ("switch",),
+    "settle_rate": ("converging",),
+})
 
 
 def logit_velocity(prob, t, Z):
@@ -53,15 +65,18 @@ SPEC = register(ModelSpec(
     settings=("gamma", "init_attention", *part_one.PATH_SETTINGS),
     energy_settings=("beta",),
     equations=r"""
-<p><b>Prescribed path</b> $X(t)$. Energy balance:
+<p><b>Prescribed path</b> $X(t)$; attention relaxes by the Fisher–Rao flow, in logits
+$$\dot Z = \gamma\, S(X(t)) - \lambda Z, \qquad \lambda = \gamma/\beta.$$
+Energy balance:
 $$\frac{d}{dt}F(A(t);X(t)) = -\langle A, \dot S\rangle - D.$$
 Tracking bound: $\mathrm{osc}(W_i) \le B_i$,
 $\dot B_i = -\lambda B_i + \beta\,\mathrm{osc}(\dot S_i)$,
 so $\sum_i \mathrm{KL}(A_i\|A^*_i) \le \sum_i B_i^2/8$.</p>""",
-    look_for="At fixed features KL decays like e^{−2λt}; moving features leave a lag.",
+    look_for="At fixed features KL decays like exp(−2λt); moving features leave a lag.",
+    energy_symbol="F",
     build=_build, reproblem=part_one.same_state,
     stepper=ExactLogit, energy=free_energy, diagnostics=_diagnostics,
     readable={"reference": reference, "field": logit_velocity},
 ))
 
-__all__ = ["SPEC", "free_energy", "logit_velocity", "reference"]
+__all__ = ["PATH_USES", "SPEC", "free_energy", "logit_velocity", "reference"]

@@ -116,7 +116,8 @@ SPEC = register(ModelSpec(
     energy_settings=("beta", "mass", "confinement"),
     equations=r"""
 <p><b>Canonical model</b>: $H = \frac{\|P\|^2}{2m} + F(A;X) + \frac{k}{2}\|X\|^2$,
-$$\dot X = P/m, \quad \dot P = A X M^\top + A^\top X M - kX, \quad C^H = C.$$
+$$\dot X = P/m, \quad \dot P = A X M^\top + A^\top X M - kX, \quad C^H = C,$$
+so attention relaxes towards $A^*(X)$: $\dot Z = \gamma S - \lambda Z$.
 Energy–dissipation law: $\dfrac{dH}{dt} = -D \le 0$, i.e.
 $H(t) - H(0) + \int_0^t D\,ds = 0$.</p>""",
     look_for="H only decreases, the residual stays near 0; large γ approaches the reduced "

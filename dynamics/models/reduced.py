@@ -84,6 +84,7 @@ $$H_r = \frac{\|P\|^2}{2m} + \Phi(X) + \frac{k}{2}\|X\|^2,\qquad \dot X = P/m,\q
 Conservative: $H_r$ is conserved (no dissipation, KL $\equiv 0$). It is the
 $\gamma\to\infty$ limit of the canonical model.</p>""",
     look_for="H_r stays constant (bounded oscillation, no drift); KL and D are zero.",
+    energy_symbol="Hᵣ",
     build=_build, reproblem=part_one.reslave,
     stepper=Verlet, energy=_energy, diagnostics=_diagnostics,
     readable={"reference": _reference, "force": momentum_force, "hamiltonian": hamiltonian},

@@ -46,6 +46,9 @@ class ModelSpec:
         One line: what to watch in a run.
     not_applicable : tuple of str
         Diagnostics the model does not define (reported as NaN, never plotted).
+    energy_symbol : str
+        How the plots name the energy ``E`` of the balance: ``"H"`` (default), ``"F"``
+        on a prescribed path, ``"Hᵣ"``, ``"Φ"``; plain text (legends are not KaTeX).
     build : callable ``(values, given) -> (problem, state)``
         The frozen problem and the initial :class:`~dynamics.state.State` from the
         setting values (a dict) and user-given arrays (a dict, possibly empty).
@@ -87,6 +90,7 @@ class ModelSpec:
     diagnostics: Callable
     continue_settings: tuple = ("dt", "gamma")
     not_applicable: tuple = ()
+    energy_symbol: str = "H"
     check: Callable | None = None
     readable: dict = field(default_factory=dict)
 

@@ -72,6 +72,6 @@ attention layer. The energy shown is $\Phi$; the energy residual is n/a.</p>""",
     look_for="Tokens move along the attention output; KL and D are zero.",
     build=_build, reproblem=part_one.reslave,
     stepper=Heun, energy=_energy, diagnostics=_diagnostics,
-    not_applicable=("energy_residual",),
+    not_applicable=("energy_residual",), energy_symbol="Φ",
     readable={"reference": _reference, "velocity": velocity, "layer": residual_layer},
 ))
