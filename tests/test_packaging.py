@@ -1,8 +1,9 @@
 """The wheel works: built, installed into a fresh venv and run from outside the repository.
 
-``pip install .`` (not editable) must give a working app: the stylesheet and the
-presets of the top-level ``assets/`` folder ship inside the wheel (as ``app.assets``)
-and are read from the installed copy. Marker ``slow`` (about 20-30 s).
+``pip install .`` (not editable) must give a working app: the stylesheet, the presets,
+the Theory page's text and the KaTeX fonts of the top-level ``assets/`` folder ship
+inside the wheel (as ``app.assets``) and are read from the installed copy. Marker
+``slow`` (about 20-30 s).
 
 * The wheel is built by pip from a copy of the sources (nothing is written into the
   repository), without build isolation when this interpreter can build wheels by
@@ -38,14 +39,17 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "app", "dynamics", "assets")
-ASSETS = ("style.css", "presets/attention.json", "presets/inertial.json")
+ASSETS = ("style.css", "presets/attention.json", "presets/inertial.json", "theory/part1.md",
+          "theory/part2.md", "katex/LICENSE", "katex/fonts/KaTeX_Main-Regular.woff2",
+          "katex/fonts/KaTeX_Size2-Regular.woff2")
 
 #: Run by the installed app's interpreter, from a directory outside the repository.
 CHECK = """
 import json, sys
 import app, dynamics
-import app.dashboard, app.inertial_lab, app.presets
+import app.dashboard, app.inertial_lab, app.presets, app.katex, app.theory
 from app.resources import asset
+from dynamics import models
 
 dash = app.Dashboard()
 lab = app.inertial_lab.InertialLab()
@@ -56,6 +60,8 @@ print(json.dumps({
     "presets": len(app.presets.load_presets()), "dashboard_presets": len(dash._presets),
     "notice": dash.notice, "lab_presets": len(lab.presets),
     "lab_message": lab.message.object if lab.message.visible else "",
+    "theory_models": all(s.section in app.theory.Theory().anchors for s in models.specs()),
+    "fonts": app.katex.FONT_FACES.count("@font-face"),
 }))
 """
 
@@ -181,6 +187,8 @@ def test_installed_wheel_runs_outside_the_source_tree(tmp_path, capsys):
     n_inertial = len(json.loads((ROOT / "assets/presets/inertial.json").read_text("utf-8")))
     assert r["presets"] == r["dashboard_presets"] == n_attention and r["notice"] == ""
     assert r["lab_presets"] == n_inertial and r["lab_message"] == ""
+    assert r["theory_models"]  # the Theory page's text ships and has every model
+    assert r["fonts"] == len(list((ROOT / "assets/katex/fonts").glob("*.woff2")))
     checked = time.monotonic()
 
     # panel serve of the installed app's main module serves the page (a session is built)
