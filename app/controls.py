@@ -1,70 +1,50 @@
 """The control panel: every widget is built from a parameter of ``dynamics.Settings``.
 
-Nothing is declared twice: names, bounds, steps and tooltips come from the
-parameters; β and γ get logarithmic sliders whose ends are the parameters'
-bounds.  Which controls apply to which model is stated once, in
-:data:`APPLIES_TO`.
+Nothing is declared twice: names, labels, bounds, steps and tooltips come from the
+parameters; β and γ get logarithmic sliders whose ends are the parameters' bounds.
+Which controls apply to which model comes from the model registry
+(:func:`app.models.applies`); the app only chooses the order they are shown in.
 """
 
 from __future__ import annotations
 
 import math
-from types import MappingProxyType
 
 import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
-from dynamics import PART_I_MODELS, Settings
+from dynamics import Settings, models
 
-#: Settings shown on the main tab, in display order.
-SHOWN = (
+from .models import MAIN_PART, applies, label, main_models
+
+#: Display order of the main tab's settings (a setting a Part I model reads and not
+#: listed here is shown after them, in the order of ``Settings``).
+ORDER = (
     "model", "beta", "gamma", "n_tokens", "dim", "mass", "kappa", "confinement",
     "path", "omega", "amplitude", "switch_time", "settle_rate",
     "init_attention", "init_momentum", "dt", "seed",
 )
+#: Settings read by the models but never shown as a control (a safety limit of the run).
+HIDDEN = ("norm_limit",)
 #: Longest pasted settings text (characters); the same limit as the dashboard's.
 MAX_PASTE = 20_000
 #: Settings drawn on a log10 slider.
 LOG_SCALE = ("beta", "gamma")
 
-_COUPLED = ("canonical", "value_matching", "cotangent_lift")
-#: Models each setting applies to (a setting not listed applies to every model).
-APPLIES_TO = MappingProxyType({
-    "gamma": ("attention",) + _COUPLED,
-    "init_attention": ("attention",) + _COUPLED,
-    "mass": ("canonical", "value_matching", "reduced"),
-    "kappa": ("value_matching",),
-    "confinement": _COUPLED + ("reduced",),
-    "init_momentum": ("canonical", "value_matching", "cotangent_lift", "reduced"),
-    "path": ("attention",),
-})
-#: Path settings, visible for the attention model on the paths that use them.
-PATH_SETTINGS = MappingProxyType({
-    "omega": ("rotation", "oscillation"),
-    "amplitude": ("oscillation", "drift", "switch"),
-    "switch_time": ("switch",),
-    "settle_rate": ("converging",),
-})
 
-#: Display labels (the parameters' docs become the tooltips).
-LABELS = MappingProxyType({
-    "model": "Model", "beta": "β (inverse temperature)", "gamma": "γ (relaxation rate)",
-    "n_tokens": "N (tokens)", "dim": "d (feature dimension)", "mass": "m (mass)",
-    "kappa": "κ (value matching)", "confinement": "k (confinement)", "path": "Feature path",
-    "omega": "ω (angular speed)", "amplitude": "δ (amplitude)",
-    "switch_time": "t_s (switch time)", "settle_rate": "μ (settle rate)",
-    "init_attention": "Initial attention A(0)", "init_momentum": "Initial momenta P(0)",
-    "dt": "dt (time step)", "seed": "Seed",
-})
+def shown_settings() -> tuple:
+    """The settings the main tab shows: every one a Part I model reads, in display order.
 
-
-def applies(name: str, settings: Settings) -> bool:
-    """Whether setting ``name`` has an effect on the run of ``settings``."""
-    model = settings.model
-    if name in PATH_SETTINGS:
-        return model == "attention" and settings.path in PATH_SETTINGS[name]
-    return model in APPLIES_TO.get(name, PART_I_MODELS)
+    Returns
+    -------
+    tuple of str
+        :data:`ORDER` first, then any other setting a registered Part I model reads
+        (a model added later brings its own controls), without :data:`HIDDEN`.
+    """
+    read = {name for spec in models.specs(part=MAIN_PART) for name in spec.reads()}
+    rest = tuple(n for n in Settings.names() if n in read and n not in ORDER)
+    return tuple(n for n in ORDER + rest if n in read and n not in HIDDEN)
 
 
 def log_slider(settings: Settings, name: str) -> pn.widgets.FloatSlider:
@@ -73,7 +53,7 @@ def log_slider(settings: Settings, name: str) -> pn.widgets.FloatSlider:
     lo, hi = p.bounds
     fmt = CustomJSTickFormatter(code="return Number(Math.pow(10, tick).toPrecision(3)).toString()")
     slider = pn.widgets.FloatSlider(
-        label=LABELS.get(name, name), start=math.log10(lo), end=math.log10(hi), step=0.01,
+        label=label(name), start=math.log10(lo), end=math.log10(hi), step=0.01,
         value=math.log10(getattr(settings, name)), format=fmt,
     )
     # Panel holds every change from the page back for its debounce (50 ms) before the
@@ -106,27 +86,36 @@ def log_slider(settings: Settings, name: str) -> pn.widgets.FloatSlider:
 
 
 def build_widgets(settings: Settings) -> dict[str, pn.widgets.Widget]:
-    """One widget per shown setting, built from its parameter."""
+    """One widget per shown setting (:func:`shown_settings`), built from its parameter.
+
+    Parameters
+    ----------
+    settings : dynamics.Settings
+        The settings the widgets edit (both ways).
+
+    Returns
+    -------
+    dict of str to panel.widgets.Widget
+        By setting name, in display order; the model menu lists :func:`main_models`.
+    """
     widgets = {}
-    for name in SHOWN:
+    for name in shown_settings():
         p = settings.param[name]
         if name in LOG_SCALE:
             widgets[name] = log_slider(settings, name)
         elif name == "model":
             widgets[name] = pn.widgets.Select.from_param(
-                p, label=LABELS[name], options=list(PART_I_MODELS))
+                p, label=label(name), options=list(main_models()))
         elif isinstance(p, param.Selector):
-            widgets[name] = pn.widgets.Select.from_param(
-                p, label=LABELS[name])
+            widgets[name] = pn.widgets.Select.from_param(p, label=label(name))
         elif name == "seed":
-            widgets[name] = pn.widgets.IntInput.from_param(
-                p, label=LABELS[name])
+            widgets[name] = pn.widgets.IntInput.from_param(p, label=label(name))
         elif isinstance(p, param.Integer):
-            widgets[name] = pn.widgets.IntSlider.from_param(
-                p, label=LABELS[name])
+            widgets[name] = pn.widgets.IntSlider.from_param(p, label=label(name))
+        elif isinstance(p, param.Number):
+            widgets[name] = pn.widgets.EditableFloatSlider.from_param(p, label=label(name))
         else:
-            widgets[name] = pn.widgets.EditableFloatSlider.from_param(
-                p, label=LABELS[name])
+            widgets[name] = pn.widgets.TextInput.from_param(p, label=label(name))
     return widgets
 
 

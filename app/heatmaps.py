@@ -1,4 +1,5 @@
-"""Attention heatmaps: A(t), the softmax A*(t) and log(A/A*) (MODEL.md §1, §4).
+"""Attention heatmaps: A(t), the softmax A*(t) and log(A/A*) (Theory page: scores and
+softmax, tracking the moving softmax).
 
 Bokeh ``image`` glyphs fed by one ``ColumnDataSource`` each; a frame replaces
 their ``data``.  Row i (query) runs down, column j (source) across.

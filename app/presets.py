@@ -1,4 +1,5 @@
-"""Presets: named settings tied to statements of MODEL.md (``assets/presets/attention.json``).
+"""Presets: named settings tied to statements of the Theory page
+(``assets/presets/attention.json``).
 
 A preset is ``{"name", "caption", "settings": {...}}`` with optional
 ``"quench": {"at_t": t, setting: value, ...}`` and ``"compare": bool`` (comparison mode).
@@ -12,8 +13,9 @@ import json
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from dynamics import PART_I_MODELS, Settings, models
+from dynamics import Settings, models
 
+from .models import main_model_problem, main_models
 from .resources import asset
 
 #: The presets shipped with the app (``assets/presets/attention.json``, see :mod:`app.resources`).
@@ -47,9 +49,9 @@ def display_name(index: int, preset) -> str:
 def _check_settings(mapping, prefix="") -> list[str]:
     """Problems of a ``{setting: value}`` mapping (``Settings.check``, Part I models only)."""
     values, problems = Settings.check(mapping)
-    if "model" in values and values["model"] not in PART_I_MODELS:
-        problems.append(f"model must be one of {', '.join(PART_I_MODELS)}, "
-                        f"got {values['model']!r}")
+    problem = main_model_problem(values["model"]) if "model" in values else None
+    if problem:
+        problems.append(problem)
     return [prefix + p for p in problems]
 
 
@@ -83,7 +85,7 @@ def validate(preset) -> list[str]:
             model = settings.get("model", Settings.param.model.default) \
                 if isinstance(settings, dict) else Settings.param.model.default
             restarts = (models.get(model).restart_settings()
-                        if model in models.names(part=1) else ())
+                        if model in main_models() else ())
             restart = [k for k in changes if k in restarts]
             errors += [f"quench: {k!r} restarts the run, it cannot be quenched" for k in restart]
             errors += _check_settings({k: v for k, v in changes.items() if k not in restart},

@@ -58,14 +58,36 @@ def _markdown() -> MarkdownIt:
 
 
 def slug(text: str) -> str:
-    """The anchor of a heading of the theory text: lower case, words joined by ``-``."""
+    """The anchor of a heading of the theory text.
+
+    Parameters
+    ----------
+    text : str
+        The heading, e.g. ``"The Fisher–Rao attention flow"``.
+
+    Returns
+    -------
+    str
+        Its words in lower case joined by ``-``: ``"the-fisher-rao-attention-flow"``.
+    """
     words = re.findall(r"[0-9a-z]+", text.lower())
     return "-".join(words) or "section"
 
 
 def render_markdown(text: str) -> str:
-    """HTML of the theory's markdown ``text``; math stays in ``$…$`` / ``$$…$$`` and every
-    heading gets the anchor :func:`slug` of its text."""
+    """HTML of the theory's markdown.
+
+    Parameters
+    ----------
+    text : str
+        CommonMark with math in ``$…$`` / ``$$…$$``.
+
+    Returns
+    -------
+    str
+        HTML; the math is kept (HTML-escaped) in its delimiters for KaTeX, and every
+        heading gets the anchor :func:`slug` of its text.
+    """
     return _markdown().render(text)
 
 
@@ -87,9 +109,14 @@ def model_section(spec) -> str:
 
 
 def page_html() -> str:
-    """The whole Theory page: contents, then per part its text and its models' sections.
+    """The whole Theory page.
 
-    Read at each call: a model registered later has its section.
+    Returns
+    -------
+    str
+        HTML: the contents, then for each part of :data:`PARTS` its text
+        (``assets/theory/part<n>.md``) and its models' sections (:func:`model_section`),
+        read from the registry at each call (a model registered later has its section).
     """
     contents, body = [], []
     for part, anchor, heading in PARTS:
@@ -108,8 +135,19 @@ def page_html() -> str:
 
 
 def anchors(page: str) -> tuple:
-    """Every anchor (``id``) of the HTML ``page``, in page order: the parts, the
-    headings of the theory text and the models' sections (``spec.section``)."""
+    """Every anchor of a page.
+
+    Parameters
+    ----------
+    page : str
+        HTML, e.g. :func:`page_html`.
+
+    Returns
+    -------
+    tuple of str
+        The ``id`` attributes in page order, once each: the parts, the headings of the
+        theory text and the models' sections (``spec.section``).
+    """
     return tuple(dict.fromkeys(re.findall(r'id="([^"]+)"', page)))
 
 
@@ -174,7 +212,13 @@ class TheoryLinks(JSComponent):
             self._on_link(section)
 
     def scroll_to(self, section: str) -> None:
-        """Ask the page to scroll to the anchor ``section`` (once it is laid out)."""
+        """Ask the page to scroll to an anchor (once it is laid out).
+
+        Parameters
+        ----------
+        section : str
+            The ``id`` to scroll to, searched in every shadow root of the page.
+        """
         self._send_msg({"scroll": section})
 
 

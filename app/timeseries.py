@@ -1,9 +1,10 @@
 """Streaming time series: the KL lag and its bound, the energy balance, the
-dissipation rate and the distance to the reduced model (MODEL.md §4, §5, §7, §9).
+dissipation rate and the distance to the reduced model (Theory page: tracking, energy
+balance, coupled models).
 
 All figures share one ``ColumnDataSource`` that grows by one row per frame with
 ``stream(..., rollover=ROLLOVER)``, so memory stays bounded.  Diagnostics a model
-does not define (NaN, ``NOT_APPLICABLE``) are stored as 0 and their lines hidden
+does not define (NaN, its spec's ``not_applicable``) are stored as 0 and their lines hidden
 and labelled "n/a": no NaN ever reaches a plot.
 
 Drawing cost: the lines and legends are on the plots' overlay canvas, and the axes
@@ -27,7 +28,7 @@ from bokeh.models import ColumnDataSource, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
-from dynamics import NOT_APPLICABLE
+from .models import energy_symbol, not_applicable
 
 #: Rows kept in the time-series buffer.
 ROLLOVER = 1000
@@ -223,9 +224,10 @@ class TimeSeries(pn.viewable.Viewer):
             self._fit_ranges()
 
     def set_model(self, model: str) -> None:
-        """Label the energy by model and mark the diagnostics it does not define n/a."""
-        energy = "F" if model == "attention" else ("Φ" if model == "transformer" else "H")
-        missing = set(NOT_APPLICABLE.get(model, ()))
+        """Label the energy by model and mark the diagnostics it does not define n/a (both
+        from the model's spec: ``energy_symbol``, ``not_applicable``)."""
+        energy = energy_symbol(model)
+        missing = set(not_applicable(model))
         labels = dict(self._labels)
         labels["d_energy"] = f"{energy}(t) − {energy}(0)"
         labels["residual"] = f"residual {energy}−{energy}(0)+diss.−work"

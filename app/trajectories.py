@@ -1,7 +1,7 @@
 """Token trajectories: a fixed 2-D projection of the features with fading trails.
 
 The projection is fixed per run: the top two principal axes of the first frame's
-features (MODEL.md notation ``X``, shape (N, d)).  Trails are a ring buffer of the
+features (``X`` of the Theory page, shape (N, d)).  Trails are a ring buffer of the
 last ``TRAIL`` projected positions; older points are drawn fainter.
 
 The scatters are drawn on the plot's overlay canvas (``level="overlay"``): a new

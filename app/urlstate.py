@@ -13,7 +13,9 @@ from urllib.parse import urlencode
 
 import param
 
-from dynamics import PART_I_MODELS, Settings
+from dynamics import Settings
+
+from .models import main_model_problem
 
 SETTINGS = frozenset(Settings.names())
 #: Largest N a URL may ask for (every frame sends three N×N images to the page).
@@ -44,8 +46,9 @@ def parse_value(p: param.Parameter, text: str):
         if problems:
             raise ValueError("; ".join(problems))
         value = values[p.name]
-        if p.name == "model" and value not in PART_I_MODELS:
-            raise ValueError(f"model must be one of {', '.join(PART_I_MODELS)}, got {text!r}")
+        problem = main_model_problem(value) if p.name == "model" else None
+        if problem:
+            raise ValueError(problem)
         if p.name == "n_tokens" and value > MAX_URL_TOKENS:
             raise ValueError(f"n_tokens above {MAX_URL_TOKENS} is not accepted from a URL "
                              f"(got {value}); choose it with the slider")

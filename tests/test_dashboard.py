@@ -11,9 +11,10 @@ from dashboard_support import all_finite, play, sources
 
 from app import Dashboard
 from app import presets as presets_module
-from app.controls import applies
+from app.dashboard import TABS
+from app.models import applies
 from app.trajectories import TRAIL_EVERY
-from dynamics import PART_I_MODELS, Settings
+from dynamics import Settings, models
 
 
 def test_ticks_advance_and_fill_every_plot(dash):
@@ -58,7 +59,7 @@ def test_controls_follow_the_model(dash):
     assert w["path"].visible and not w["kappa"].visible and not w["mass"].visible
     dash.settings.model = "value_matching"
     assert w["kappa"].visible and w["mass"].visible and not w["path"].visible
-    assert list(w["model"].options) == list(PART_I_MODELS)
+    assert list(w["model"].options) == list(models.names(part=1))
     assert not applies("gamma", Settings(model="reduced"))
 
 
@@ -242,10 +243,11 @@ def test_time_going_back_resets_the_buffers(dash):
     assert len(dash.trajectories.trail.data["x"]) == dash.settings.n_tokens
 
 
-def test_inertial_lab_tab_or_placeholder():
+def test_inertial_lab_and_theory_tabs():
     d = Dashboard(playing=False)
-    tabs = d.__panel__()[1]
-    assert len(tabs) == 2 and tabs._names[1] == "Inertial lab"
+    tabs = d.__panel__()[2]
+    assert tabs is d.tabs and len(tabs) == 3
+    assert tabs._names == list(TABS) and tabs._names[1:] == ["Inertial lab", "Theory"]
 
 
 def test_beta_change_while_paused_redraws_the_softmax_without_advancing(dash):

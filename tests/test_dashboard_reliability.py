@@ -9,6 +9,7 @@ no ``eval``/``exec`` anywhere; exports are in-memory downloads.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import json
 import os
@@ -20,9 +21,9 @@ from dashboard_support import all_finite, play, sources
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import Dashboard, controls, export, presets, urlstate
+from app import Dashboard, export, presets, urlstate
 from app import dashboard as dashboard_module
-from dynamics import Settings
+from dynamics import Settings, models
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = Settings().values()
@@ -216,7 +217,8 @@ def test_dashboards_share_no_mutable_state():
     assert dashboard_module.live_callbacks() == 0  # no server, no callback
 
 
-_OWNED = ("dashboard", "server", "urlstate", "presets", "controls", "export", "main")
+_OWNED = ("dashboard", "playback", "settings_io", "models", "explain", "theory", "katex",
+          "server", "urlstate", "presets", "controls", "export", "main")
 
 
 def test_no_module_level_mutable_state_in_app():
@@ -271,6 +273,10 @@ def test_exports_are_downloads_without_paths_or_files(dash, tmp_path, monkeypatc
     assert os.listdir(empty) == [] and os.listdir(tmp_path) == ["cwd"]
 
 
-def test_controls_constants_are_read_only():
+def test_model_facts_read_by_the_app_are_read_only():
+    from dynamics.models.attention import PATH_USES
+
     with pytest.raises(TypeError):
-        controls.LABELS["beta"] = "x"
+        PATH_USES["omega"] = ("static",)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        models.specs()[0].settings = ()

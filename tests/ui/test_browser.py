@@ -130,3 +130,47 @@ def test_csv_download_and_inertial_tab(page, server, console_errors):
     page.get_by_text("Nonequilibrium attention", exact=True).click()
     page.wait_for_timeout(500)
     assert console_errors == []
+
+
+#: Whether the element with id ``(id)`` (inside any shadow root) is in the viewport, and
+#: how KaTeX drew the page: its HTML output shown, its fonts loaded.
+THEORY_STATE = """
+(id) => {
+  function find(root) {
+    const hit = root.getElementById ? root.getElementById(id) : null;
+    if (hit) return hit;
+    for (const node of root.querySelectorAll("*")) {
+      if (node.shadowRoot) { const inner = find(node.shadowRoot); if (inner) return inner; }
+    }
+    return null;
+  }
+  const el = find(document);
+  const box = el ? el.getBoundingClientRect() : null;
+  const html = el ? el.getRootNode().querySelector(".katex-html") : null;
+  return {found: !!el, top: box ? box.top : null, height: window.innerHeight,
+          katexHtml: html ? getComputedStyle(html).display : null,
+          fonts: [...document.fonts].filter(f => f.status === "loaded")
+                                    .map(f => f.family).join(",")};
+}
+"""
+
+
+@pytest.mark.slow
+def test_equations_link_opens_the_theory_page_at_the_model(page, server, console_errors):
+    _open(page, server)
+    _pause(page)
+    link = page.get_by_text("Theory page: Canonical model ▸")
+    link.scroll_into_view_if_needed()
+    link.click()
+    page.wait_for_function(f"() => {{ const s = ({THEORY_STATE})('canonical'); "
+                           "return s.found && s.top >= -2 && s.top < s.height / 2; }",
+                           timeout=15000)
+    state = page.evaluate(THEORY_STATE, "canonical")
+    assert state["katexHtml"] == "inline"  # KaTeX's HTML output, not Panel's MathML
+    assert "App-KaTeX_Main" in state["fonts"] and "App-KaTeX_Size" in state["fonts"]
+    assert page.get_by_text("Part I — Nonequilibrium attention").first.is_visible()
+    # a link of the contents goes to another section, on the same tab
+    page.get_by_role("link", name="Value matching").click()
+    page.wait_for_function(f"() => {{ const s = ({THEORY_STATE})('value_matching'); "
+                           "return s.top >= -2 && s.top < s.height / 2; }", timeout=15000)
+    assert console_errors == []

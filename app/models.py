@@ -1,0 +1,143 @@
+"""What the app knows about models: read from the registry, :mod:`dynamics.models`.
+
+The app keeps no model facts of its own. Which settings a model reads, its title,
+equations, what to look for and the diagnostics it leaves undefined are all in its
+:class:`~dynamics.models.ModelSpec`; which prescribed path uses which path setting is a
+fact of the attention model (:data:`dynamics.models.attention.PATH_USES`). The one rule
+the app adds is stated here once: **the main tab runs Part I models only**
+(:func:`main_models`, :func:`main_model_problem`), for its menu, presets, URL queries
+and pasted settings alike.
+"""
+
+from __future__ import annotations
+
+from dynamics import Settings, models
+from dynamics.models.attention import PATH_USES
+
+#: The part of the theory the main tab runs (Part II runs in the inertial lab).
+MAIN_PART = 1
+#: The model run beside the selected one in comparison mode: the softmax-slaved limit
+#: γ → ∞ of the coupled models (the app's choice of reference, named once here).
+COMPARISON_MODEL = "reduced"
+
+
+def main_models() -> tuple:
+    """The models the main tab runs, in registration order.
+
+    Returns
+    -------
+    tuple of str
+        ``dynamics.models.names(part=MAIN_PART)``, read at each call (a model registered
+        later is included).
+    """
+    return models.names(part=MAIN_PART)
+
+
+def main_model_problem(name) -> str | None:
+    """Why ``name`` cannot run on the main tab, or None if it can.
+
+    Parameters
+    ----------
+    name : object
+        A value of the ``model`` setting.
+
+    Returns
+    -------
+    str or None
+        ``"model must be one of …, got …"`` naming the main tab's models.
+    """
+    choices = main_models()
+    if name in choices:
+        return None
+    return f"model must be one of {', '.join(choices)} on this tab, got {name!r}"
+
+
+def spec(name: str) -> models.ModelSpec:
+    """The registered spec of model ``name``.
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    dynamics.models.ModelSpec
+
+    Raises
+    ------
+    ValueError
+        No model of that name is registered (the message names the choices).
+    """
+    return models.get(name)
+
+
+def applies(name: str, settings: Settings) -> bool:
+    """Whether setting ``name`` has an effect on the run of ``settings``.
+
+    A setting applies when the selected model reads it (``spec.reads()``); a path
+    setting only when the selected path uses it (``PATH_USES``).
+
+    Parameters
+    ----------
+    name : str
+        A setting name.
+    settings : dynamics.Settings
+        The current settings (their model and path).
+
+    Returns
+    -------
+    bool
+    """
+    if name not in spec(settings.model).reads():
+        return False
+    if name in PATH_USES:
+        return settings.path in PATH_USES[name]
+    return True
+
+
+def label(name: str) -> str:
+    """The display label of setting ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A parameter of :class:`dynamics.Settings`.
+
+    Returns
+    -------
+    str
+        The parameter's ``label``, e.g. ``"β (inverse temperature)"``.
+    """
+    return Settings.param[name].label
+
+
+def not_applicable(name: str) -> tuple:
+    """Diagnostics model ``name`` does not define.
+
+    Parameters
+    ----------
+    name : str
+        A registered model.
+
+    Returns
+    -------
+    tuple of str
+        ``spec.not_applicable``: NaN in its frames, never plotted.
+    """
+    return spec(name).not_applicable
+
+
+def energy_symbol(name: str) -> str:
+    """How the plots name the energy of model ``name``'s balance.
+
+    Parameters
+    ----------
+    name : str
+        A registered model.
+
+    Returns
+    -------
+    str
+        ``spec.energy_symbol``: ``"H"``, ``"F"``, ``"Hᵣ"`` or ``"Φ"``.
+    """
+    return spec(name).energy_symbol

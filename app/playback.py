@@ -1,0 +1,282 @@
+"""Running the dashboard's simulation: the periodic callback, frames and the status line.
+
+:class:`Playback` is the part of :class:`app.dashboard.Dashboard` that advances the run:
+one periodic callback per browser session; each tick advances ``steps_per_frame`` steps,
+builds one frame and pushes it into the panels' ``ColumnDataSource``s under one document
+hold. Frames are rate-capped and flow-controlled (the page acknowledges them), and a run
+that fails or diverges stops with a message; only finite numbers reach the page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Iterable
+from types import MappingProxyType
+
+import numpy as np
+import panel as pn
+import param
+
+from dynamics import DIVERGED, FAILED, RUNNING
+
+from . import server
+from .models import COMPARISON_MODEL, not_applicable
+
+#: Frames sent to the browser and not yet acknowledged before a tick is skipped (each
+#: queued frame delays what a slider change shows: 2 keeps the page busy and the
+#: slider latency near one frame time plus a tick).
+MAX_IN_FLIGHT = 2
+#: Seconds without acknowledgement after which frames are sent anyway.
+ACK_TIMEOUT = 1.0
+#: Seconds between status-line refreshes while playing (a DOM change costs the page a restyle).
+STATUS_EVERY = 1.0
+STATUS_STYLE = MappingProxyType({
+    "font-family": "monospace", "font-size": "13px", "background": "#f4f6f8",
+    "border-left": "4px solid #2c7fb8", "padding": "0 8px"})
+STOPPED_STYLE = MappingProxyType(
+    {**STATUS_STYLE, "background": "#fdecea", "border-left": "4px solid #d7301f"})
+
+
+def frame_is_finite(frame, skip: Iterable[str] = ()) -> bool:
+    """Whether every array and every diagnostic of ``frame`` not in ``skip`` is finite.
+
+    Parameters
+    ----------
+    frame : dynamics.Frame
+    skip : iterable of str
+        Diagnostics the model does not define (``spec.not_applicable``: NaN by design).
+
+    Returns
+    -------
+    bool
+    """
+    arrays = (frame.features, frame.momenta, frame.attention, frame.softmax)
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        return False
+    skip = frozenset(skip)
+    return all(math.isfinite(v) for k, v in frame.diagnostics.items() if k not in skip)
+
+
+def _average(old: float, new: float) -> float:
+    """Exponential moving average (the first value is taken as is)."""
+    return 0.9 * old + 0.1 * new if old else new
+
+
+class Playback(param.Parameterized):
+    """Advancing the run: ticks, frames, flow control, status line and session lifecycle.
+
+    A mixin of :class:`app.dashboard.Dashboard`, which provides ``settings``, ``sim``,
+    ``reference``, the panels, ``history`` and ``_ready``.
+    """
+
+    playing = param.Boolean(default=True, doc="Advance the run in the periodic callback.")
+    steps_per_frame = param.Integer(
+        default=5, bounds=(1, 1000), softbounds=(1, 100),
+        doc="Integrator steps per displayed frame.")
+    period = param.Integer(default=10, bounds=(5, 2000),
+                           doc="Milliseconds between calls of the periodic callback.")
+    max_fps = param.Number(default=40.0, bounds=(1.0, 120.0),
+                           doc="Most frames per second the periodic callback sends.")
+
+    def _init_playback(self) -> None:
+        """The playback's own state (called first by the dashboard's ``__init__``)."""
+        self._callback = None
+        self._flow_control = self._notebook = False
+        self._session_context = None
+        self._frame_id = self._acked = 0
+        self._ack_time = self._last_frame = 0.0
+        self._urgent = False  # a setting changed while playing: show it at the next tick
+        self._ticks = deque(maxlen=30)
+        self._last_status = 0.0
+        self.tick_ms = self.compute_ms = 0.0
+
+    def step_once(self) -> None:
+        """Advance one frame (used by the Step button; works while paused)."""
+        self.advance_frame()
+
+    def tick(self) -> None:
+        """The periodic callback: one frame, unless it is too early or the browser is behind.
+
+        The callback runs every ``period`` ms but sends at most ``max_fps`` frames/s.
+
+        With a browser attached (flow control on), at most ``MAX_IN_FLIGHT`` frames
+        may be sent and not yet acknowledged by the page, so a slow browser lowers the
+        frame rate instead of building an ever-growing backlog of messages.
+        """
+        now = time.perf_counter()
+        # half a callback period of slack, so a 40 frames/s cap is not rounded down
+        # to the callback grid (10 ms period: 40 ms = 25 frames/s)
+        slack = self.period / 2000
+        urgent = self._urgent  # a changed setting: one frame skips the cap and one
+        # place of the in-flight limit, so it does not wait behind the frame rate
+        if (not urgent and self._callback is not None
+                and now - self._last_frame < 1.0 / self.max_fps - slack):
+            return
+        if self._flow_control:
+            session = getattr(self._session_context, "session", None)
+            if session is not None and session.connection_count == 0:
+                return  # the page is gone: send nothing until the session ends
+            behind = self._frame_id - self._acked
+            if behind > MAX_IN_FLIGHT + urgent and now - self._ack_time < ACK_TIMEOUT:
+                return
+        self._urgent = False
+        self._last_frame = now
+        self.advance_frame()
+
+    def _on_ack(self, attr, old, new):
+        if new:
+            self._acked = max(self._acked, int(new[0]))
+            self._ack_time = time.perf_counter()
+
+    def advance_frame(self) -> None:
+        """One frame: advance ``steps_per_frame`` steps and update every plot."""
+        if self.sim.status != RUNNING:
+            self.playing = False
+            self._update_status(force=True)
+            return
+        start = time.perf_counter()
+        try:
+            self._apply_quench()
+            n = self.steps_per_frame
+            self.sim.advance(n)
+            frame = self.sim.frame()
+            ref = None
+            if self.reference is not None:
+                self._sync_reference()
+                self.reference.advance(n)
+                ref = self.reference.frame()
+            computed = time.perf_counter()
+            with pn.io.hold():
+                self._show(frame, ref)
+            self._push_notebook()
+        except Exception as err:  # one session's run stops; the server goes on
+            self.playing = False
+            self.sim.status = FAILED
+            self.sim.message = (f"the run stopped at t = {self.sim.t:.4g} with an error: "
+                                f"{type(err).__name__}: {err} (Reset to start again)")
+            self._run_error = True
+            self.notice = self.sim.message
+            self._update_status(force=True)
+            return
+        now = time.perf_counter()
+        self.compute_ms = _average(self.compute_ms, 1e3 * (computed - start))
+        self.tick_ms = _average(self.tick_ms, 1e3 * (now - start))
+        self._ticks.append(now)
+        if self.sim.status != RUNNING:
+            self.playing = False
+        self._update_status(force=self.sim.status != RUNNING)
+
+    def _show(self, frame, ref=None) -> None:
+        if not frame_is_finite(frame, not_applicable(self.settings.model)):
+            self.sim.status = DIVERGED
+            self.sim.message = (f"diverged at t = {frame.t:.4g}: non-finite diagnostics; "
+                                "the run stopped (Reset to start again)")
+            return
+        distance = None
+        if (ref is not None and frame_is_finite(ref, not_applicable(COMPARISON_MODEL))
+                and ref.features.shape == frame.features.shape):
+            distance = float(np.linalg.norm(frame.features - ref.features))
+        else:
+            ref = None
+        if self.history and frame.t < self.history[-1].t:  # the run restarted
+            self.timeseries.clear()
+            self.trajectories.clear()
+            self.history.clear()
+        self.history.append(frame)
+        self._frame_id += 1
+        self.heatmaps.update(frame, self._frame_id, self.sim.settings.beta)
+        # While playing smoothly, time series go in batches; otherwise at once.
+        batched = self.playing and self.sim.status == RUNNING and self._flow_control
+        self.timeseries.update(frame, distance, flush=not batched)
+        self.trajectories.update(frame, ref)
+
+    # -- status --------------------------------------------------------------
+    @property
+    def frames_per_second(self) -> float:
+        """Frames per second over the last 30 frames (0 before two frames)."""
+        if len(self._ticks) < 2:
+            return 0.0
+        return (len(self._ticks) - 1) / max(self._ticks[-1] - self._ticks[0], 1e-9)
+
+    def _update_status(self, force=False):
+        now = time.perf_counter()
+        if not force and now - self._last_status < STATUS_EVERY:
+            return
+        self._last_status = now
+        fps = self.frames_per_second
+        sim = self.sim
+        parts = [f"**t = {sim.t:.3f}**", f"{fps:.1f} frames/s",
+                 f"{fps * self.steps_per_frame:.0f} steps/s",
+                 f"server {self.tick_ms:.1f} ms/tick ({self.compute_ms:.1f} ms simulation)",
+                 f"model **{self.settings.model}**, N = {self.settings.n_tokens}, "
+                 f"d = {self.settings.dim}"]
+        if sim.status == RUNNING:
+            parts.append("▶ playing" if self.playing else "❚❚ paused")
+        text = " · ".join(parts)
+        if sim.status != RUNNING:
+            text += f"\n\n⚠ **{sim.status}**: {sim.message}"
+        self.status.object = text
+        style = STATUS_STYLE if sim.status == RUNNING else STOPPED_STYLE
+        if self.status.styles != style:
+            self.status.styles = dict(style)
+
+    # -- periodic callback and session -----------------------------------------
+    def _on_load(self):
+        """Start this session's periodic callback (server or Jupyter kernel)."""
+        doc = pn.state.curdoc
+        if doc is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return  # a plain script or a test: drive the run with tick()
+            self._notebook = True  # Jupyter: Bokeh model changes are pushed by hand
+        elif doc.session_context:
+            # Server session: the page acknowledges frames (flow control).
+            self._flow_control = True
+            self._session_context = doc.session_context
+            self._ack_time = time.perf_counter()
+            self.heatmaps.attention.on_change("tags", self._on_ack)
+            pn.state.on_session_destroyed(self._on_session_destroyed)
+            server.install_closed_socket_filter()
+        self._callback = pn.state.add_periodic_callback(
+            self.tick, period=self.period, start=self.playing)
+        server.register_session(self)
+
+    @property
+    def periodic_callback(self):
+        """This session's periodic callback (None before the page loaded and after it
+        closed; the registry of :mod:`app.server` reads it)."""
+        return self._callback
+
+    def _push_notebook(self):
+        if self._notebook and self._layout is not None:
+            pn.io.push_notebook(self._layout)
+
+    def _on_session_destroyed(self, session_context):
+        """The page is gone for good: stop the callback and drop the run."""
+        if self._callback is not None:
+            self._callback.stop()
+            self._callback = None
+        server.forget_session(self)
+        self._session_context = None
+        server.release_links(self._layout)  # its widgets' JS links would keep it alive
+        self.reference = None
+        self.history.clear()
+        server.schedule_memory_return()
+
+    @param.depends("playing", watch=True)
+    def _toggle_playing(self):
+        if not self._ready:
+            return
+        if not self.playing:
+            self.timeseries.flush()
+        cb = self._callback
+        if cb is not None:
+            if self.playing and not cb.running:
+                cb.start()
+            elif not self.playing and cb.running:
+                cb.stop()
+        self._update_status(force=True)
