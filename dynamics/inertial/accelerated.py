@@ -6,7 +6,9 @@ Particles carry positions ``x_i`` and momenta ``y_i``::
     ẋ_i = (1/N) Σ_j (x_iᵀ A x_j) y_j
     ẏ_i = −α y_i − (1/N) Σ_j (y_iᵀ y_j) A x_j + V x_i
 
-with ``H = (1/2N) Σ_ij (x_iᵀ A x_j)(y_iᵀ y_j) − ½ Σ_i x_iᵀ V x_i``. For ``y_i = P x_i``
+with ``H = (1/2N) Σ_ij (x_iᵀ A x_j)(y_iᵀ y_j) − ½ Σ_i x_iᵀ V x_i`` and symmetric ``A``,
+``V`` (``H`` sees only their symmetric parts: the particle functions refuse others with a
+``ValueError``). For ``y_i = P x_i``
 the moments obey ``Ṡ = P S A S + S A S P``, ``Ṗ = −α P − (P² S A + A S P²) + V`` with
 ``H(S, P) = ½ tr(A S P² S) − ½ tr(V S)`` (the particle ``H`` is ``N`` times it).
 """
@@ -18,27 +20,40 @@ import numpy as np
 from .blowup import integrate_until_blowup
 from .damping import Damping
 from .linear import MomentTrajectory, largest_eigenvalue
+from .matrices import require_symmetric
+
+_WHO = "accelerated linear attention"
+
+
+def _check(A: np.ndarray, V: np.ndarray | None = None) -> None:
+    require_symmetric(A, "kernel A", _WHO)
+    if V is not None:
+        require_symmetric(V, "value matrix V", _WHO)
 
 
 def accelerated_velocity(X: np.ndarray, Y: np.ndarray, A: np.ndarray) -> np.ndarray:
     """``ẋ_i = (1/N) Σ_j (x_iᵀ A x_j) y_j = ∂H/∂y_i``, shape (N, d)."""
+    _check(A)
     return X @ (A @ (X.T @ Y)) / X.shape[0]
 
 
 def accelerated_force(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
                       V: np.ndarray) -> np.ndarray:
     """Conservative force ``−∂H/∂x_i = −(1/N) Σ_j (y_iᵀ y_j) A x_j + V x_i``, shape (N, d)."""
+    _check(A, V)
     return -Y @ (Y.T @ X) @ A / X.shape[0] + X @ V
 
 
 def accelerated_kinetic(X: np.ndarray, Y: np.ndarray, A: np.ndarray) -> float:
     """``(1/2N) Σ_ij (x_iᵀ A x_j)(y_iᵀ y_j) = (1/2N) tr(A M Mᵀ)``, ``M = XᵀY``."""
+    _check(A)
     M = X.T @ Y
     return float(np.sum(A * (M @ M.T)) / (2 * X.shape[0]))
 
 
 def accelerated_hamiltonian(X, Y, A, V) -> float:
     """``H = (1/2N) Σ_ij (x_iᵀ A x_j)(y_iᵀ y_j) − ½ Σ_i x_iᵀ V x_i``."""
+    _check(A, V)
     return accelerated_kinetic(X, Y, A) - 0.5 * float(np.sum((X @ V) * X))
 
 

@@ -21,18 +21,22 @@ def linear_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray) -> np.ndarray:
     Parameters
     ----------
     X : ndarray, shape (N, d)
-    A, V : ndarray, shape (d, d), symmetric
+    A, V : ndarray, shape (d, d)
+        Any matrices (the settings give symmetric ones).
 
     Returns
     -------
     ndarray, shape (N, d)
-        Rows ``x_iᵀ A S V``.
+        Rows ``(V S A x_i)ᵀ = x_iᵀ Aᵀ S Vᵀ``.
     """
-    return X @ (A @ second_moment(X) @ V)
+    At, Vt = np.ascontiguousarray(A.T), np.ascontiguousarray(V.T)  # = A, V when symmetric
+    return X @ (At @ second_moment(X) @ Vt)
 
 
 def moment_field(S: np.ndarray, A: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """``Ṡ = V S A S + S A S V`` (Theory page: "First-order linear attention"), shape (d, d)."""
+    """``Ṡ = V S A S + S Aᵀ S Vᵀ`` (Theory page: "First-order linear attention": ``A``, ``V``
+    symmetric there), the moment law of :func:`linear_velocity` for any ``A``, ``V``,
+    shape (d, d)."""
     M = V @ S @ A @ S
     return M + M.T
 

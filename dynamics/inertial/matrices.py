@@ -2,7 +2,10 @@
 
 ``A`` (kernel, ``A = Aᵀ ≻ 0``) and ``V`` (value, ``V = Vᵀ``) are given by their
 eigenvalues, either diagonal as written or rotated by one random orthogonal ``Q``:
-``A = Q diag(a) Qᵀ``, ``V = Q diag(v) Qᵀ``. They always commute.
+``A = Q diag(a) Qᵀ``, ``V = Q diag(v) Qᵀ``. They always commute. (The models act with
+``A x`` and ``V x``; the first-order flows accept any matrices, the Hamiltonian ones check
+what they need: :func:`require_symmetric`, :func:`value_kernel_ratio`.)
+
 """
 
 from __future__ import annotations
@@ -92,6 +95,22 @@ def model_matrices(kernel_diag, value_diag, d: int, draw: str = "diagonal",
         raise ValueError("matrix_draw='random' needs a random generator")
     q = random_orthogonal(d, rng)
     return _sym((q * a) @ q.T), _sym((q * v) @ q.T)
+
+
+def is_symmetric(M: np.ndarray, rtol: float = 1e-12) -> bool:
+    """``M = Mᵀ`` up to ``rtol`` times its largest entry (at least 1)."""
+    M = np.asarray(M, float)
+    scale = max(1.0, float(np.max(np.abs(M)))) if M.size else 1.0
+    return bool(np.max(np.abs(M - M.T), initial=0.0) <= rtol * scale)
+
+
+def require_symmetric(M: np.ndarray, what: str, who: str) -> None:
+    """``ValueError`` naming ``who`` (the model) and ``what`` (the matrix) unless
+    ``M = Mᵀ`` (:func:`is_symmetric`)."""
+    if not is_symmetric(M):
+        gap = float(np.max(np.abs(M - M.T)))
+        raise ValueError(f"{who} needs a symmetric {what}; got one with "
+                         f"max |M − Mᵀ| = {gap:.3g} (give a symmetric matrix)")
 
 
 def value_kernel_ratio(A: np.ndarray, V: np.ndarray) -> np.ndarray:

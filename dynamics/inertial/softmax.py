@@ -114,17 +114,18 @@ def _shifted_exponentials(X: np.ndarray, XA: np.ndarray, work: Workspace | None,
 
 def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
                      work: Workspace | None = None, *, spd: bool = False) -> np.ndarray:
-    """First-order softmax flow ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d).
+    """First-order softmax flow ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d),
+    for any ``A`` and ``V``.
 
     Two products and one exponential over the N×N weights: the shifted exponentials
-    of :func:`_shifted_exponentials` (``spd`` as there), and ``[Σ_j e_ij V x_j, Σ_j e_ij]``
-    (numerators and row sums) out of the other. ``work`` keeps the N×N buffer between
-    calls.
+    of :func:`_shifted_exponentials` (``spd=True`` only for a symmetric positive definite
+    ``A``), and ``[Σ_j e_ij V x_j, Σ_j e_ij]`` (numerators and row sums) out of the
+    other. ``work`` keeps the N×N buffer between calls.
     """
     n, d = X.shape
     E, _ = _shifted_exponentials(X, X @ A, work, "softmax.E", spd=spd)
     R = np.empty((n, d + 1))
-    R[:, :d] = X @ V
+    R[:, :d] = X @ np.ascontiguousarray(V.T)  # rows (V x_j)ᵀ; = X @ V for V = Vᵀ
     R[:, d] = 1.0
     out = E @ R
     return out[:, :d] / out[:, d:]

@@ -1,13 +1,15 @@
 """First-order linear attention (Theory page: "First-order linear attention").
 
-Tokens move along a bilinear kernel, ``ẋ_i = V S A x_i`` with ``S = (1/N) Σ_j x_j x_jᵀ``;
-the second moment obeys the closed Riccati system ``Ṡ = V S A S + S A S V`` and blows up
-at ``T_max = min_{v_k > 0} 1/(2 a_k v_k s_k)`` for commuting data. No momenta, no ``H``.
+Tokens move along a bilinear kernel, ``ẋ_i = V S A x_i`` with ``S = (1/N) Σ_j x_j x_jᵀ``
+(any ``A``, ``V``); for symmetric ones the second moment obeys the closed Riccati system
+``Ṡ = V S A S + S A S V`` and blows up at ``T_max = min_{v_k > 0} 1/(2 a_k v_k s_k)`` for
+commuting data. No momenta, no ``H``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -30,6 +32,8 @@ def field(prob, t, X, Y):
 @dataclass(frozen=True)
 class LinearProblem(part_two.Problem):
     """First-order linear attention's data and its field on the stacked state."""
+
+    model: ClassVar[str] = "linear"
 
     def field(self, t, y, work):
         """``(V S A x_i, 0)`` at ``y = (X, Y)``, shape (2, N, d): :func:`field` stacked."""

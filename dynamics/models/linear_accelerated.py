@@ -6,7 +6,8 @@ Damped Hamiltonian particles with positions ``x_i`` and momenta ``y_i``::
     ẋ_i = ∂H/∂y_i = (1/N) Σ_j (x_iᵀ A x_j) y_j
     ẏ_i = −α(t) y_i − ∂H/∂x_i = −α(t) y_i − (1/N) Σ_j (y_iᵀ y_j) A x_j + V x_i
 
-Energy law: ``dH/dt = −α(t) Σ_i y_i·∂H/∂y_i ≤ 0``.
+Energy law: ``dH/dt = −α(t) Σ_i y_i·∂H/∂y_i ≤ 0``. ``A`` and ``V`` must be symmetric
+(``H`` sees only their symmetric parts); a problem with others is refused.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class AcceleratedProblem(part_two.Problem):
 
     second_order: ClassVar[bool] = True
     dissipative: ClassVar[bool] = True
+    symmetric: ClassVar[tuple] = ("A", "V")
+    model: ClassVar[str] = "linear_accelerated"
 
     def field(self, t, y, work):
         """:func:`field` at ``y = (X, Y)`` stacked, shape (2, N, d), with ``G = XᵀY``

@@ -4,7 +4,10 @@ stop a run.
 
 Every Part II model moves tokens ``x_i`` (the rows of ``X``, shape (N, d)) and, for the
 second-order ones, momenta ``y_i`` (the rows of ``Y``, the state's ``P``) under a kernel
-``A = Aᵀ ≻ 0`` and a value matrix ``V = Vᵀ`` (shape (d, d)), with a damping ``α(t)``.
+``A`` and a value matrix ``V`` (shape (d, d)), with a damping ``α(t)``. Matrices act on
+columns as on the Theory page (``A x_j``, ``V x_j``: in row form ``X Aᵀ``, ``X Vᵀ``). The
+settings give symmetric, commuting ``A ≻ 0`` and ``V``; a :class:`Problem` built from
+other matrices is refused where the model needs symmetry (:attr:`Problem.symmetric`).
 A model module writes its readable field ``(problem, t, X, Y) -> (Ẋ, Ẏ)`` as on the Theory
 page and its :class:`Problem` subclass the fused field the stepper calls.
 """
@@ -13,13 +16,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
 
 from ..inertial.clouds import initial_cloud, second_moment
 from ..inertial.damping import NO_DAMPING, Damping
-from ..inertial.matrices import model_matrices, value_kernel_ratio
+from ..inertial.matrices import model_matrices, require_symmetric, value_kernel_ratio
 from ..inertial.softmax import softmax_kernel
 from ..state import State
 
@@ -47,13 +51,18 @@ class Problem:
     Attributes
     ----------
     A : ndarray, shape (d, d)
-        Kernel, symmetric positive definite.
+        Kernel (scores ``x_iᵀ A x_j``).
     V : ndarray, shape (d, d)
-        Value matrix, symmetric, commuting with ``A``.
+        Value matrix.
     damping : Damping
         The schedule ``α(t)``.
     B : ndarray, shape (d, d) or None
         ``V A⁻¹`` (symmetric positive definite) where the model needs it.
+    symmetric : tuple of str (class attribute)
+        The matrices the model needs symmetric (its Hamiltonian sees only their
+        symmetric parts): a problem with another is refused with a ``ValueError``.
+    model : str (class attribute)
+        The model's name in messages.
     second_order : bool (class attribute)
         The model carries momenta ``Y``.
     dissipative : bool (class attribute)
@@ -73,6 +82,21 @@ class Problem:
     dissipative: ClassVar[bool] = False
     softmax: ClassVar[bool] = False
     needs_ratio: ClassVar[bool] = False
+    symmetric: ClassVar[tuple] = ()
+    #: The model's name in messages.
+    model: ClassVar[str] = "this model"
+
+    def __post_init__(self):
+        for name in self.symmetric:
+            require_symmetric(getattr(self, name), f"{name} (its Hamiltonian sees only "
+                              "the symmetric part)", self.model)
+
+    @cached_property
+    def kernel_spd(self) -> bool:
+        """``A`` is symmetric positive definite (then the softmax rows are shifted by a
+        Cauchy–Schwarz bound instead of their maxima)."""
+        A = self.A
+        return bool(np.array_equal(A, A.T) and np.linalg.eigvalsh(A)[0] > 0)
 
     def field(self, t: float, y: np.ndarray, work) -> np.ndarray:
         """The fused field ``ẏ`` at the stacked state ``y = (X, Y)``, shape (2, N, d)."""

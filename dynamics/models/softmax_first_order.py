@@ -1,7 +1,7 @@
 """First-order softmax attention (Theory page: "First-order softmax attention").
 
 ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``: the first-order flow of softmax attention with
-kernel ``A``. No momenta, no ``H``.
+kernel ``A`` (any ``A`` and ``V``). No momenta, no ``H``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from .registry import ModelSpec, register
 
 
 def velocity(prob, X, P=None, A=None):
-    """``v_i(X) = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d)."""
-    return softmax_kernel(X, prob.A) @ (X @ prob.V)
+    """``v_i(X) = Σ_j softmax_j(x_iᵀ A x_j) V x_j``, shape (N, d) (rows of ``X Vᵀ`` are
+    ``(V x_j)ᵀ``)."""
+    return softmax_kernel(X, prob.A) @ (X @ prob.V.T)
 
 
 def field(prob, t, X, Y):
@@ -32,12 +33,15 @@ class SoftmaxProblem(part_two.Problem):
     """First-order softmax attention's data and its fused field."""
 
     softmax: ClassVar[bool] = True
+    model: ClassVar[str] = "softmax_first_order"
 
     def field(self, t, y, work):
         """:func:`field` at ``y = (X, Y)`` stacked, shape (2, N, d): the weights from one
         product of width d + 1 and one exponential, rows shifted by a bound of their
-        maxima (:func:`~dynamics.inertial.softmax.softmax_velocity`, ``A`` SPD)."""
-        return part_two.pack(softmax_velocity(y[0], self.A, self.V, work, spd=True))
+        maxima when ``A`` is symmetric positive definite, else by the maxima
+        (:func:`~dynamics.inertial.softmax.softmax_velocity`)."""
+        return part_two.pack(softmax_velocity(y[0], self.A, self.V, work,
+                                              spd=self.kernel_spd))
 
 
 def _build(values, given):

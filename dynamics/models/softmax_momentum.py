@@ -33,12 +33,13 @@ class MomentumProblem(part_two.Problem):
 
     second_order: ClassVar[bool] = True
     softmax: ClassVar[bool] = True
+    model: ClassVar[str] = "softmax_momentum"
 
     def field(self, t, y, work):
         """:func:`field` at ``y = (X, Y)`` stacked, shape (2, N, d), ``v(X)`` as the
         first-order model's fused field computes it."""
         X, Y = y
-        dY = softmax_velocity(X, self.A, self.V, work, spd=True)
+        dY = softmax_velocity(X, self.A, self.V, work, spd=self.kernel_spd)
         dY -= self.damping.rate(t) * Y
         return part_two.pack(Y, dY)
 
