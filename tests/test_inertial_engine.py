@@ -131,11 +131,11 @@ def test_norm_limit_changed_mid_run_applies_to_the_next_step():
 def test_energy_increase_of_a_dissipative_model_stops_the_run():
     """Too large a step for the inertial model: H(new) > H(old) although dH/dt ≤ 0; the
     state where it rose is kept."""
-    s = Settings(model="softmax_inertial", n_tokens=12, dim=3, seed=5, dt=0.02, alpha=0.5,
+    s = Settings(model="softmax_inertial", n_tokens=12, dim=3, seed=5, dt=0.2, alpha=0.5,
                  second_moment=0.2, value_diag="1.5", kernel_diag="0.8", matrix_draw="random")
     sim = Simulation(s)
     energies = [sim.energy()]
-    while sim.status == RUNNING and sim.t < 1.0:
+    while sim.status == RUNNING and sim.t < 4.0:
         sim.advance(1)
         energies.append(sim.energy())
     assert sim.status == DIVERGED and "energy increased" in sim.message
@@ -269,17 +269,22 @@ def test_measured_order_of_rk4_against_an_independent_reference(model):
     assert order >= 3.8
 
 
-def test_runaway_momenta_stop_the_run_with_finite_diagnostics():
-    """softmax_inertial at its defaults: H → −∞ drives the momenta to blow up; the run
-    stops at the step where ‖Y‖ passes norm_limit (or where the energy would rise,
-    which dH/dt ≤ 0 forbids), with every reported value finite."""
+def test_inertial_defaults_run_with_growing_momenta_and_moderate_velocities():
+    """softmax_inertial at its defaults (mean-field normalisation) runs past t = 10: H only
+    decreases, the momenta grow like z_i while the velocities B y_i / z_i stay moderate,
+    every reported value finite. (The earlier normalisation, with sums, stopped before
+    t = 1.)"""
     sim = Simulation(Settings(model="softmax_inertial"))
-    frame = sim.step(1000)
-    assert sim.status == "diverged" and sim.diverged_at is not None
-    assert "diverged at t =" in sim.message
-    assert sim.diverged_at < 1.0
+    energies = []
+    for _ in range(10):
+        frame = sim.step(100)
+        energies.append(frame.diagnostics["hamiltonian"])
+    assert sim.status == RUNNING and sim.t == pytest.approx(10.0)
+    assert np.all(np.diff(energies) < 0)
+    prob, st = sim.problem, sim.state
+    speed = prob.measures(st.X, st.P)[3]
+    assert frame.diagnostics["momentum_norm"] > 1e3 * speed and speed < 100
     assert all(np.isfinite(v) for v in frame.diagnostics.values())
-    assert np.all(np.isfinite(frame.momenta)) and np.all(np.isfinite(frame.features))
 
 
 @pytest.mark.parametrize("model", PART_II_MODELS)

@@ -13,6 +13,7 @@ from dynamics import Settings, Simulation, models
 from dynamics.inertial import (
     Damping,
     accelerated_force,
+    inertial_force,
     linear_velocity,
     moment_field,
     second_moment,
@@ -21,6 +22,7 @@ from dynamics.inertial import (
 from dynamics.models.linear import LinearProblem
 from dynamics.models.linear_accelerated import AcceleratedProblem
 from dynamics.models.softmax_first_order import SoftmaxProblem
+from dynamics.models.softmax_inertial import InertialProblem
 from dynamics.models.softmax_momentum import MomentumProblem
 from dynamics.settings import PART_II_MODELS
 from dynamics.workspace import Workspace
@@ -118,9 +120,14 @@ def test_hamiltonian_models_refuse_non_symmetric_matrices_with_a_message():
     with pytest.raises(ValueError, match="accelerated linear attention needs a symmetric "
                                          "value matrix V"):
         accelerated_force(X, Y, S_A, V)
+    with pytest.raises(ValueError, match="softmax_inertial needs a symmetric kernel A"):
+        InertialProblem(A=A, V=A)
+    with pytest.raises(ValueError, match="inertial softmax attention needs a symmetric "
+                                         "kernel A"):
+        inertial_force(X, Y, A, np.eye(3))
 
 
-@pytest.mark.parametrize("model", [m for m in PART_II_MODELS if m != "softmax_inertial"])
+@pytest.mark.parametrize("model", PART_II_MODELS)
 def test_given_features_and_momenta_are_honoured_by_every_part_two_model(model):
     """``Simulation(settings, features=X, momenta=Y)``: the run starts from ``X`` (and
     ``Y`` for the models with momenta; a first-order model has none) and its first step is

@@ -5,7 +5,6 @@ eigenvalues, either diagonal as written or rotated by one random orthogonal ``Q`
 ``A = Q diag(a) Qᵀ``, ``V = Q diag(v) Qᵀ``. They always commute. (The models act with
 ``A x`` and ``V x``; the first-order flows accept any matrices, the Hamiltonian ones check
 what they need: :func:`require_symmetric`, :func:`value_kernel_ratio`.)
-
 """
 
 from __future__ import annotations
@@ -113,31 +112,43 @@ def require_symmetric(M: np.ndarray, what: str, who: str) -> None:
                          f"max |M − Mᵀ| = {gap:.3g} (give a symmetric matrix)")
 
 
-def value_kernel_ratio(A: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """``B = V A⁻¹``, validated symmetric positive definite (softmax attention).
+def value_kernel_ratio(A: np.ndarray, V: np.ndarray, who: str = "softmax_inertial",
+                       hint: str = "give a value matrix V with V A⁻¹ positive definite"
+                       ) -> np.ndarray:
+    """``B = V A⁻¹``, validated symmetric positive definite (inertial softmax attention).
+
+    ``V`` itself need not be symmetric (``V = B A``).
 
     Parameters
     ----------
     A, V : ndarray, shape (d, d)
+    who : str
+        The model named in messages.
+    hint : str
+        What to change, ending the message when ``B`` is not positive definite.
 
     Returns
     -------
     B : ndarray, shape (d, d)
+        Exactly symmetric.
 
     Raises
     ------
     ValueError
-        If ``B`` is not symmetric or not positive definite.
+        If ``A`` is not symmetric, or ``B`` is not symmetric or not positive definite.
     """
+    require_symmetric(A, "kernel A", who)
     B = np.linalg.solve(A.T, V.T).T
     scale = max(1.0, float(np.max(np.abs(B))))
     if np.max(np.abs(B - B.T)) > 1e-10 * scale:
-        raise ValueError("B = V A^-1 must be symmetric (A and V must commute)")
+        raise ValueError(f"{who} needs B = V A⁻¹ symmetric (it is the metric of its "
+                         "kinetic energy); with a symmetric V, A and V must commute")
     B = _sym(B)
     lam = np.linalg.eigvalsh(B)
     if lam[0] <= 0:
-        raise ValueError(f"B = V A^-1 must be positive definite for softmax_inertial; "
-                         f"smallest eigenvalue {lam[0]:.3g} (use value_diag > 0)")
+        raise ValueError(f"{who} needs B = V A⁻¹ positive definite (its kinetic energy "
+                         f"½ Σ y_iᵀ B y_i / z_i must be positive): {hint} (B has the "
+                         f"eigenvalue {lam[0]:.3g})")
     return B
 
 

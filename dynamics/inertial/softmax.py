@@ -1,29 +1,40 @@
 """Softmax attention, first order and inertial (Theory page, Part II: softmax attention).
 
-Kernel ``e^{x_iᵀ A x_j}``, ``B = V A⁻¹`` symmetric positive definite,
-``z_i = Σ_j e^{x_iᵀ A x_j}``, ``q_i = y_iᵀ B y_i``, ``r_i = q_i / z_i²``.
+Scores ``s_ij = x_iᵀ A x_j``, kernel ``e^{s_ij}``; matrices act on columns (``A x``,
+``V x``), so the row form of ``V x_j`` is ``x_jᵀ Vᵀ``.
 
-* first order: ``ẋ_i = Σ_j softmax_j(x_iᵀ A x_j) V x_j``;
-* inertial: ``ẋ_i = N B y_i / z_i``,
-  ``ẏ_i = −α y_i + (N/2) Σ_j e^{x_iᵀ A x_j} (r_i + r_j + 2) A x_j``,
-  ``H = (N/2) [Σ_i q_i / z_i − Σ_ij e^{x_iᵀ A x_j}]``;
+* first order (any ``A``, ``V``): ``ẋ_i = Σ_j softmax_j(s_ij) V x_j``;
+* inertial (``A = Aᵀ``, ``B = V A⁻¹`` symmetric positive definite), in mean-field
+  normalisation ``z_i = (1/N) Σ_j e^{s_ij}``, with ``r_i = y_iᵀ B y_i / z_i²``::
+
+      H = ½ Σ_i y_iᵀ B y_i / z_i − (1/2N) Σ_ij e^{s_ij}
+      ẋ_i = ∂H/∂y_i = B y_i / z_i
+      ẏ_i = −α y_i − ∂H/∂x_i = −α y_i + (1/2N) Σ_j e^{s_ij} (r_i + r_j + 2) A x_j
+
+  energy law ``dH/dt = −α Σ_i y_iᵀ B y_i / z_i ≤ 0``; from ``y(0) = 0`` and large ``α``
+  the positions follow the first-order flow on the clock ``τ = t/α`` (``B A = V``);
 * momentum-only control: ``ẋ_i = y_i``, ``ẏ_i = −α y_i + v_i(X)`` with ``v`` the
   first-order velocity.
 
 The models' fields (with the damping) are assembled in :mod:`dynamics.models`.
 
 The raw exponentials matter (the inertial field is not invariant under row shifts of
-the scores), so they are never formed directly: every sum ``Σ_j e^{e_ij} w_j`` is
-evaluated as ``e^{m} Σ_j e^{e_ij − m} w_j`` with a shared scale ``m = max e_ij`` and
-``log z_i`` by a log-sum-exp. The bounded sums never overflow; only the final scalar
-factor ``e^{m}`` can, and then the true value is not representable (``inf``).
+the scores), so they are never formed directly: a sum ``Σ_j e^{s_ij} w_j`` is evaluated
+as ``e^{m} Σ_j e^{s_ij − m} w_j`` with a shared scale ``m``, and ``log z_i`` by a
+log-sum-exp. The bounded sums never overflow; only the final factor ``e^{m}`` can, and
+then the true value is not representable (``±inf``). The momenta grow like ``z_i``; the
+quantities that stay moderate are ``u_i = y_i / z_i`` (velocity ``B u_i``,
+``r_i = u_iᵀ B u_i``) and ``y_i / √z_i`` (kinetic energy), computed from ``log z``.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..workspace import Workspace
+from .matrices import require_symmetric
 
 
 def kernel_scores(X: np.ndarray, A: np.ndarray) -> np.ndarray:
@@ -40,11 +51,16 @@ def softmax_kernel(X: np.ndarray, A: np.ndarray) -> np.ndarray:
 
 
 def log_partition(X: np.ndarray, A: np.ndarray) -> np.ndarray:
-    """``log z_i = log Σ_j e^{x_iᵀ A x_j}`` by log-sum-exp, shape (N,)."""
+    """``log Σ_j e^{x_iᵀ A x_j}`` by log-sum-exp (the softmax normaliser), shape (N,)."""
     s = kernel_scores(X, A)
     m = s.max(axis=1)
     with np.errstate(under="ignore"):
         return m + np.log(np.exp(s - m[:, None]).sum(axis=1))
+
+
+def log_mean_partition(X: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """``log z_i = log((1/N) Σ_j e^{x_iᵀ A x_j})`` (mean-field normalisation), shape (N,)."""
+    return log_partition(X, A) - math.log(X.shape[0])
 
 
 def scaled_exp(E: np.ndarray):
@@ -70,6 +86,16 @@ def scaled_exp(E: np.ndarray):
 def _exp(x: float) -> float:
     """``e^x``, ``inf`` (without a floating-point error) when not representable."""
     return float(np.exp(x)) if x < 709.0 else np.inf
+
+
+def times_exp(G: np.ndarray, m: float) -> np.ndarray:
+    """``e^{m} G`` (the overflow guard): ``±inf`` where ``G ≠ 0`` once ``e^{m}`` or the
+    product is not representable, never NaN and no floating-point error."""
+    scale = _exp(m)
+    if np.isfinite(scale):
+        with np.errstate(over="ignore"):
+            return G * scale
+    return np.copysign(np.where(G == 0, 0.0, np.inf), G)
 
 
 #: Largest gap between the bound ``b_i`` of :func:`softmax_velocity` and the known
@@ -131,31 +157,103 @@ def softmax_velocity(X: np.ndarray, A: np.ndarray, V: np.ndarray,
     return out[:, :d] / out[:, d:]
 
 
-def _inertial_partition(X, Y, A, B, work):
-    """``(XA, E, b, log z, q, 1/z, Y B)`` of the inertial model at ``(X, Y)``: one score
-    product and one exponential (``A`` is SPD, so ``z_i ≥ e^{a_i} ≥ 1``)."""
-    XA = X @ A
-    E, b = _shifted_exponentials(X, XA, work, "inertial.E", spd=True)
-    logz = np.log(E @ np.ones(X.shape[0]))
-    logz += b
-    YB = Y @ B
-    q = np.vecdot(YB, Y)
+# -- inertial softmax attention: the readable terms ---------------------------------------
+def check_inertial(A: np.ndarray, B: np.ndarray) -> None:
+    """``ValueError`` unless ``A`` and ``B`` are symmetric (the inertial model's ``H``
+    sees only their symmetric parts, and its force is written for ``A = Aᵀ``)."""
+    require_symmetric(A, "kernel A", "inertial softmax attention")
+    require_symmetric(B, "B = V A⁻¹", "inertial softmax attention")
+
+
+def _per_mean(X, Y, A, power: float) -> np.ndarray:
+    """``y_i / z_i^power`` (shape (N, d)) from ``log z``, without forming ``z``."""
     with np.errstate(under="ignore"):
-        inv_z = np.exp(-logz)
-    return XA, E, b, logz, q, inv_z, YB
+        return Y * np.exp(-power * log_mean_partition(X, A))[:, None]
+
+
+def inertial_velocity(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
+                      B: np.ndarray) -> np.ndarray:
+    """``ẋ_i = ∂H/∂y_i = B y_i / z_i``, shape (N, d)."""
+    check_inertial(A, B)
+    with np.errstate(under="ignore"):
+        return _per_mean(X, Y, A, 1.0) @ B.T
+
+
+def inertial_ratios(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
+                    B: np.ndarray) -> np.ndarray:
+    """``r_i = y_iᵀ B y_i / z_i² = u_iᵀ B u_i`` with ``u_i = y_i / z_i``, shape (N,)."""
+    with np.errstate(under="ignore"):
+        U = _per_mean(X, Y, A, 1.0)
+        return np.einsum("ik,kl,il->i", U, B, U)
+
+
+def inertial_force(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
+                   B: np.ndarray) -> np.ndarray:
+    """Conservative force ``−∂H/∂x_i = (1/2N) Σ_j e^{s_ij} (r_i + r_j + 2) A x_j``,
+    shape (N, d), as ``e^{m}`` times the sum over ``e^{s_ij − m}`` (``m = max s``)."""
+    check_inertial(A, B)
+    n = X.shape[0]
+    W, m = scaled_exp(kernel_scores(X, A))  # e^{s_ij} = e^m W_ij
+    r = inertial_ratios(X, Y, A, B)
+    with np.errstate(under="ignore"):
+        G = ((r[:, None] + r[None, :] + 2.0) * W) @ (X @ A.T) / (2.0 * n)
+    return times_exp(G, m)
+
+
+def inertial_kinetic(X, Y, A, B) -> float:
+    """``½ Σ_i y_iᵀ B y_i / z_i`` (the ``y``-dependent part of ``H``)."""
+    check_inertial(A, B)
+    with np.errstate(under="ignore"):
+        W = _per_mean(X, Y, A, 0.5)  # y_i / √z_i
+        return 0.5 * float(np.einsum("ik,kl,il->", W, B, W))
+
+
+def _potential(logz: np.ndarray) -> float:
+    """``−½ Σ_i z_i`` from ``log z`` (``−inf`` if not representable)."""
+    m = float(logz.max())
+    with np.errstate(under="ignore"):
+        return -0.5 * _exp(m) * float(np.sum(np.exp(logz - m)))
+
+
+def inertial_potential(X, A) -> float:
+    """``−(1/2N) Σ_ij e^{x_iᵀ A x_j} = −½ Σ_i z_i`` (``−inf`` if not representable)."""
+    return _potential(log_mean_partition(X, A))
+
+
+def inertial_hamiltonian(X, Y, A, B) -> float:
+    """``H = ½ Σ_i y_iᵀ B y_i / z_i − (1/2N) Σ_ij e^{x_iᵀ A x_j}``."""
+    return inertial_kinetic(X, Y, A, B) + inertial_potential(X, A)
+
+
+def inertial_dissipation(X, Y, A, B) -> float:
+    """``Σ_i y_iᵀ B y_i / z_i = Σ_i y_i·∂H/∂y_i``; ``dH/dt = −α`` times this."""
+    return 2.0 * inertial_kinetic(X, Y, A, B)
+
+
+# -- inertial softmax attention: the fused kernels of the stepper -------------------------
+def _inertial_partition(X, A, work, spd):
+    """``(XA, E, b, log z)``: one score product and one exponential (``A`` symmetric),
+    ``E_ij = e^{s_ij − b_i}``, ``log z_i = b_i + log Σ_j E_ij − log N``."""
+    XA = X @ A
+    E, b = _shifted_exponentials(X, XA, work, "inertial.E", spd=spd)
+    logz = np.log(E @ np.ones(X.shape[0]))
+    logz += b - math.log(X.shape[0])
+    return XA, E, b, logz
 
 
 def inertial_parts(X: np.ndarray, Y: np.ndarray, A: np.ndarray, B: np.ndarray,
-                   work: Workspace | None = None):
-    """:func:`inertial_velocity` and :func:`inertial_force` at once, from one score product,
-    one exponential and one product of width 2d (``A`` symmetric positive definite):
+                   work: Workspace | None = None, *, spd: bool = True):
+    """:func:`inertial_velocity` and :func:`inertial_force` at once, from one score
+    product, one exponential and one product of width 2d (``A``, ``B`` symmetric, so
+    that ``X A`` gives both the scores and the rows ``(A x_j)ᵀ``; ``spd`` as in
+    :func:`softmax_velocity`):
 
-        ``F_i = (N/2) e^{b_i} [(r_i + 2) Σ_j E_ij A x_j + Σ_j E_ij r_j A x_j]``
+        ``F_i = (1/2N) e^{b_i} [(r_i + 2) Σ_j E_ij A x_j + Σ_j E_ij r_j A x_j]``
 
-    with ``E_ij = e^{s_ij − b_i} ≤ 1`` and ``r = q / z² ≤ q`` (``z ≥ 1``); the row scales
-    ``e^{b_i}`` are brought to one ``e^{max b}``, which alone can overflow (then the
-    force is ``±inf`` where it is not zero, as :func:`inertial_force` gives).
-    ``work`` keeps the N×N buffer between calls.
+    with ``E_ij = e^{s_ij − b_i} ≤ 1``, ``u_i = y_i / z_i``, velocity ``B u_i`` and
+    ``r_i = u_iᵀ B u_i``; the row scales ``e^{b_i}`` are brought to one ``e^{max b}``,
+    which alone can overflow (then the force is ``±inf`` where it is not zero, as
+    :func:`inertial_force` gives). ``work`` keeps the N×N buffer between calls.
 
     Returns
     -------
@@ -163,11 +261,10 @@ def inertial_parts(X: np.ndarray, Y: np.ndarray, A: np.ndarray, B: np.ndarray,
     """
     n, d = X.shape
     with np.errstate(under="ignore"):  # tiny weights and 1/z: negligible terms
-        XA, E, b, logz, q, inv_z, YB = _inertial_partition(X, Y, A, B, work)
-        velocity = YB
-        velocity *= n * inv_z[:, None]
-        r = q * inv_z
-        r *= inv_z
+        XA, E, b, logz = _inertial_partition(X, A, work, spd)
+        U = Y * np.exp(-logz)[:, None]
+        velocity = U @ B
+        r = np.vecdot(velocity, U)
         R = np.empty((n, 2 * d))
         R[:, :d] = XA
         np.multiply(XA, r[:, None], out=R[:, d:])
@@ -176,84 +273,33 @@ def inertial_parts(X: np.ndarray, Y: np.ndarray, A: np.ndarray, B: np.ndarray,
         G *= (r + 2.0)[:, None]
         G += UV[:, d:]
         M = float(b.max())
-        G *= (0.5 * n) * np.exp(b - M)[:, None]
-    scale = _exp(M)
-    if np.isfinite(scale):
-        with np.errstate(over="ignore"):
-            return velocity, G * scale
-    return velocity, np.copysign(np.where(G == 0, 0.0, np.inf), G)
+        G *= (0.5 / n) * np.exp(b - M)[:, None]
+    return velocity, times_exp(G, M)
+
+
+def inertial_measures(X: np.ndarray, Y: np.ndarray, A: np.ndarray, B: np.ndarray,
+                      work: Workspace | None = None, *, spd: bool = True):
+    """:func:`inertial_hamiltonian`, :func:`inertial_kinetic`,
+    :func:`inertial_dissipation` and the velocity norm ``‖Ẋ‖ = ‖(B y_i / z_i)_i‖``
+    (Frobenius) at once, from one score product and one exponential.
+
+    Returns
+    -------
+    tuple of float
+        ``(H, kinetic, Σ_i y_iᵀ B y_i / z_i, ‖Ẋ‖)``.
+    """
+    with np.errstate(under="ignore"):
+        _, _, _, logz = _inertial_partition(X, A, work, spd)
+        root = np.exp(-0.5 * logz)[:, None]
+        W = Y * root  # y_i / √z_i
+        WB = W @ B
+        kinetic = 0.5 * float(np.vecdot(WB.ravel(), W.ravel()))
+        WB *= root  # B y_i / z_i
+        speed = float(np.linalg.norm(WB))
+    return kinetic + _potential(logz), kinetic, 2.0 * kinetic, speed
 
 
 def inertial_energies(X: np.ndarray, Y: np.ndarray, A: np.ndarray, B: np.ndarray,
-                      work: Workspace | None = None) -> tuple[float, float, float]:
-    """:func:`inertial_hamiltonian`, :func:`inertial_kinetic` and
-    :func:`inertial_dissipation` at once, from one score product and one exponential."""
-    n = X.shape[0]
-    with np.errstate(under="ignore"):
-        _, _, _, logz, q, inv_z, _ = _inertial_partition(X, Y, A, B, work)
-        kinetic = 0.5 * n * float(np.vecdot(q, inv_z))
-    return kinetic + _potential(logz, n), kinetic, 2.0 * kinetic
-
-
-def _potential(logz: np.ndarray, n: int) -> float:
-    """``−(N/2) Σ_i z_i`` from ``log z`` (``−inf`` if not representable)."""
-    m = float(logz.max())
-    with np.errstate(under="ignore"):
-        return -0.5 * n * _exp(m) * float(np.sum(np.exp(logz - m)))
-
-
-def inertial_velocity(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
-                      B: np.ndarray) -> np.ndarray:
-    """``ẋ_i = N B y_i / z_i = ∂H/∂y_i`` shape (N, d)."""
-    with np.errstate(under="ignore"):
-        inv_z = np.exp(-log_partition(X, A))
-        return X.shape[0] * (Y @ B) * inv_z[:, None]
-
-
-def inertial_force(X: np.ndarray, Y: np.ndarray, A: np.ndarray,
-                   B: np.ndarray) -> np.ndarray:
-    """Conservative force ``(N/2) Σ_j e^{x_iᵀ A x_j} (r_i + r_j + 2) A x_j``, shape (N, d).
-
-    Split as ``(r_i + 2) Σ_j e^{s_ij} A x_j + Σ_j e^{s_ij − 2 log z_j} q_j A x_j``, each
-    sum with its own shared scale.
-    """
-    n = X.shape[0]
-    s = kernel_scores(X, A)
-    logz = log_partition(X, A)
-    q = np.einsum("ij,jk,ik->i", Y, B, Y)
-    XA = X @ A
-    W1, m1 = scaled_exp(s)
-    W2, m2 = scaled_exp(s - 2.0 * logz[None, :])
-    sum1 = W1 @ XA
-    sum2 = W2 @ (q[:, None] * XA)
-    M = max(m1, m2)  # one overall scale: force = e^M · G with G finite
-    with np.errstate(under="ignore"):
-        coef1 = q * np.exp(np.minimum(m1 - 2.0 * logz - M, 709.0)) + 2.0 * np.exp(m1 - M)
-        G = 0.5 * n * (coef1[:, None] * sum1 + np.exp(m2 - M) * sum2)
-    scale = _exp(M)
-    if np.isfinite(scale):
-        with np.errstate(over="ignore"):
-            return G * scale
-    return np.copysign(np.where(G == 0, 0.0, np.inf), G)  # not representable
-
-
-def inertial_kinetic(X, Y, A, B) -> float:
-    """``(N/2) Σ_i y_iᵀ B y_i / z_i`` (the ``y``-dependent part of ``H``)."""
-    q = np.einsum("ij,jk,ik->i", Y, B, Y)
-    with np.errstate(under="ignore"):
-        return 0.5 * X.shape[0] * float(np.sum(q * np.exp(-log_partition(X, A))))
-
-
-def inertial_potential(X, A) -> float:
-    """``−(N/2) Σ_ij e^{x_iᵀ A x_j} = −(N/2) Σ_i z_i`` (``−inf`` if not representable)."""
-    return _potential(log_partition(X, A), X.shape[0])
-
-
-def inertial_hamiltonian(X, Y, A, B) -> float:
-    """``H = (N/2) [Σ_i y_iᵀ B y_i / z_i − Σ_ij e^{x_iᵀ A x_j}]``."""
-    return inertial_kinetic(X, Y, A, B) + inertial_potential(X, A)
-
-
-def inertial_dissipation(X, Y, A, B) -> float:
-    """``N Σ_i y_iᵀ B y_i / z_i``; ``dH/dt = −α`` times this."""
-    return 2.0 * inertial_kinetic(X, Y, A, B)
+                      work: Workspace | None = None, *, spd: bool = True):
+    """``(H, kinetic, Σ_i y_iᵀ B y_i / z_i)``: the first three of :func:`inertial_measures`."""
+    return inertial_measures(X, Y, A, B, work, spd=spd)[:3]

@@ -40,7 +40,9 @@ DAMPING_SETTINGS = ("damping", "alpha", "nesterov_r", "nesterov_t0")
 SETTINGS = CLOUD_SETTINGS + DAMPING_SETTINGS
 #: Settings that change a Part II run without a restart.
 CONTINUE_SETTINGS = ("dt",) + DAMPING_SETTINGS
-#: Relative tolerance of the test ``H(new) ≤ H(old)`` of the dissipative models.
+#: Relative tolerance of the test ``H(new) ≤ H(old)`` of the dissipative models, relative
+#: to the size of the energy's terms (``1 + |kinetic| + |H − kinetic|``): ``H`` can be a
+#: small difference of large terms (inertial softmax: both grow like ``Σ_i z_i``).
 ENERGY_TOLERANCE = 1e-6
 
 
@@ -57,12 +59,15 @@ class Problem:
     damping : Damping
         The schedule ``α(t)``.
     B : ndarray, shape (d, d) or None
-        ``V A⁻¹`` (symmetric positive definite) where the model needs it.
+        ``V A⁻¹`` (symmetric positive definite) where the model needs it (computed from
+        ``A`` and ``V`` when not given).
     symmetric : tuple of str (class attribute)
         The matrices the model needs symmetric (its Hamiltonian sees only their
         symmetric parts): a problem with another is refused with a ``ValueError``.
     model : str (class attribute)
         The model's name in messages.
+    watched : str (class attribute)
+        The norm the stop test watches besides the features (:meth:`measures`).
     second_order : bool (class attribute)
         The model carries momenta ``Y``.
     dissipative : bool (class attribute)
@@ -85,8 +90,12 @@ class Problem:
     symmetric: ClassVar[tuple] = ()
     #: The model's name in messages.
     model: ClassVar[str] = "this model"
+    #: What :meth:`measures` watches besides the features (named in the stop message).
+    watched: ClassVar[str] = "momentum norm"
 
     def __post_init__(self):
+        if self.needs_ratio and self.B is None:
+            object.__setattr__(self, "B", value_kernel_ratio(self.A, self.V, self.model))
         for name in self.symmetric:
             require_symmetric(getattr(self, name), f"{name} (its Hamiltonian sees only "
                               "the symmetric part)", self.model)
@@ -106,6 +115,16 @@ class Problem:
         """``(H, kinetic, Σ_i y_i·∂H/∂y_i)`` at ``(X, Y)``; ``dH/dt = −α`` times the last
         (zeros for a model without ``H``)."""
         return 0.0, 0.0, 0.0
+
+    def measures(self, X: np.ndarray, Y: np.ndarray) -> tuple[float, float, float, float]:
+        """:meth:`energies` and the norm the stop test watches besides the features
+        (:attr:`watched`: ``‖Y‖`` here)."""
+        return (*self.energies(X, Y), momentum_norm(Y))
+
+    def out_of_range(self, X: np.ndarray) -> str | None:
+        """Why the state at features ``X`` (shape (N, d)) cannot be carried further in
+        floating point although the dynamics goes on, or None (here: never)."""
+        return None
 
 
 def pack(dX: np.ndarray, dY: np.ndarray | None = None) -> np.ndarray:
@@ -149,13 +168,17 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
     ------
     ValueError
         Bad ``kernel_diag`` / ``value_diag``, ``A`` not positive definite, ``B = V A⁻¹``
-        not symmetric positive definite where needed, or ``n_tokens < dim`` for a cloud.
+        not positive definite where needed (the message says what to give), or
+        ``n_tokens < dim`` for a cloud.
     """
     rng = np.random.default_rng(values["seed"])
     n, d = values["n_tokens"], values["dim"]
     A, V = model_matrices(values["kernel_diag"], values["value_diag"], d,
                           values["matrix_draw"], rng)
-    B = value_kernel_ratio(A, V) if problem_type.needs_ratio else None
+    B = None
+    if problem_type.needs_ratio:  # A, V commute: B ≻ 0 iff every v_k / a_k > 0
+        B = value_kernel_ratio(A, V, values["model"], "give value_diag > 0 (got "
+                               f"value_diag = {values['value_diag']!r})")
     if "features" in given:
         X = given["features"]
     else:
@@ -173,8 +196,9 @@ def reproblem(problem: Problem, state: State, values: dict):
 
 
 def measure(problem: Problem, X: np.ndarray, Y: np.ndarray):
-    """``(‖X‖, λ_max(S), λ_min(S), H, kinetic, Σ y·∂H/∂y)`` at ``(X, Y)``, or None if any
-    is not finite (``S = XᵀX/N``; ``X``, ``Y`` of shape (N, d))."""
+    """``(‖X‖, λ_max(S), λ_min(S), H, kinetic, Σ y·∂H/∂y, watched)`` at ``(X, Y)``
+    (``watched``: the norm of :meth:`Problem.measures`, ``inf`` past the largest float),
+    or None if any other is not finite (``S = XᵀX/N``; ``X``, ``Y`` of shape (N, d))."""
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
         return None
     with np.errstate(all="ignore"):
@@ -183,14 +207,19 @@ def measure(problem: Problem, X: np.ndarray, Y: np.ndarray):
             return None
         lam = np.linalg.eigvalsh(S)
         vals = (float(np.linalg.norm(X)), float(lam[-1]), float(lam[0]),
-                *problem.energies(X, Y))
-    return vals if all(math.isfinite(v) for v in vals) else None
+                *problem.measures(X, Y))
+    return vals if all(math.isfinite(v) for v in vals[:6]) else None
 
 
 def momentum_norm(Y: np.ndarray) -> float:
-    """``‖Y‖`` (Frobenius; ``inf`` past the largest float), ``Y`` of shape (N, d)."""
+    """``‖Y‖`` (Frobenius; scaled by the largest entry when the plain sum of squares
+    overflows; ``inf`` only past the largest float), ``Y`` of shape (N, d)."""
     with np.errstate(all="ignore"):
-        return float(np.linalg.norm(Y))
+        norm = float(np.linalg.norm(Y))
+        if math.isinf(norm) and np.all(np.isfinite(Y)):
+            top = float(np.max(np.abs(Y)))
+            norm = top * float(np.linalg.norm(Y / top))
+        return norm
 
 
 def energy(problem: Problem, state: State, log_a=None) -> float:
@@ -224,8 +253,8 @@ def diagnostics(problem: Problem, state: State, energy0: float):
     X, Y = state.X, state.P
     vals = measure(problem, X, Y)
     if vals is None:  # an accepted state is finite; be safe
-        vals = (0.0,) * 6
-    norm, lmax, lmin, H, kinetic, dissipation = vals
+        vals = (0.0,) * 7
+    norm, lmax, lmin, H, kinetic, dissipation, _ = vals
     alpha = float(problem.damping.rate(state.t))
     diag = {
         "t": float(state.t),
@@ -249,9 +278,12 @@ def check(problem: Problem, old: State, new: State, memo, norm_limit: float):
     """Stop a Part II run after a step: ``(reason, accept, memo)``, ``memo`` being ``H``
     of the last accepted state.
 
-    A non-finite state or energy is rejected; a feature norm, ``λ_max(S)`` or momentum
-    norm above ``norm_limit``, or (dissipative models) an energy that rose although
-    ``dH/dt ≤ 0``, keeps the new state and stops.
+    A non-finite state or energy is rejected; a feature norm, ``λ_max(S)`` or the norm
+    the model watches (:attr:`Problem.watched`: the momenta, or the velocities of the
+    inertial softmax model, whose momenta grow like ``z_i``) above ``norm_limit``, or
+    (dissipative models) an energy that rose although ``dH/dt ≤ 0`` (by more than
+    :data:`ENERGY_TOLERANCE` of the size of its terms), or a state about to leave the
+    floating-point range (:meth:`Problem.out_of_range`), keeps the new state and stops.
     """
     if memo is None:
         start = measure(problem, old.X, old.P)
@@ -259,15 +291,19 @@ def check(problem: Problem, old: State, new: State, memo, norm_limit: float):
     vals = measure(problem, new.X, new.P)
     if vals is None:
         return "the state or its energy became non-finite", False, memo
-    norm, lmax, H, before = vals[0], vals[1], vals[3], memo
+    norm, lmax, H, kinetic, before = vals[0], vals[1], vals[3], vals[4], memo
     if norm > norm_limit:
         return f"feature norm {norm:.3g} exceeds {norm_limit:g}", True, H
     if lmax > norm_limit:
         return f"second moment λ_max(S) = {lmax:.3g} exceeds {norm_limit:g}", True, H
-    momentum = momentum_norm(new.P)
-    if momentum > norm_limit:
-        return f"momentum norm {momentum:.3g} exceeds {norm_limit:g}", True, H
-    if problem.dissipative and H > before + ENERGY_TOLERANCE * (1.0 + abs(before)):
+    watched = vals[6]
+    if watched > norm_limit:
+        return f"{problem.watched} {watched:.3g} exceeds {norm_limit:g}", True, H
+    limit = problem.out_of_range(new.X)
+    if limit is not None:
+        return limit, True, H
+    scale = 1.0 + abs(kinetic) + abs(H - kinetic)
+    if problem.dissipative and H > before + ENERGY_TOLERANCE * scale:
         return ("the energy increased although dH/dt ≤ 0 (the step is too large for this "
                 "state; lower dt)"), True, H
     return None, True, H
