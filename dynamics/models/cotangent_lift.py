@@ -6,7 +6,8 @@ output,
     Ẋ = A X W_Vᵀ,   Ṗ = −Aᵀ P W_V + f(A, X) − kX,   C^H = C + P W_V Xᵀ,
 
 so the attention target is ``rowsoftmax(βŜ)``, ``Ŝ = S − P W_V Xᵀ``. The momentum term
-``⟨P, A X W_Vᵀ⟩`` of ``H`` has either sign (it is not a kinetic energy).
+``⟨P, A X W_Vᵀ⟩`` of ``H`` has either sign (it is not a kinetic energy): frames report it
+as ``momentum_energy`` and ``kinetic_energy`` as NaN (not applicable).
 """
 
 from __future__ import annotations
@@ -75,12 +76,17 @@ class CotangentLiftProblem(part_one.Problem):
         return Y[:, :d], P_dot
 
 
+#: The tracking bound (the target is not ``A*``) and the kinetic energy (the momentum term
+#: of ``H`` is ``momentum_energy``, of either sign).
+NOT_APPLICABLE = ("kl_bound", "kinetic_energy")
+
+
 def _energy(prob, state, log_a=None, S=None):
     return hamiltonian(prob, state.X, state.P, state.A, log_a,
                        part_one.scores_of(prob, state) if S is None else S)
 
 
-def _kinetic(prob, state):
+def _momentum(prob, state):
     return momentum_term(prob, state.X, state.P, state.A)
 
 
@@ -93,8 +99,8 @@ def _build(values, given):
 
 
 def _diagnostics(prob, state, energy0):
-    return part_one.diagnostics(prob, state, energy0, energy=_energy, kinetic=_kinetic,
-                                effective_scores=_effective, not_applicable=("kl_bound",))
+    return part_one.diagnostics(prob, state, energy0, energy=_energy, momentum=_momentum,
+                                effective_scores=_effective, not_applicable=NOT_APPLICABLE)
 
 
 def _reference(prob, state):
@@ -110,11 +116,12 @@ SPEC = register(ModelSpec(
 $$\dot X = A X W_V^\top,\quad \dot P = -A^\top P W_V + f(A,X),\quad C^H = C + P W_V X^\top.$$
 The feature velocity <i>is</i> the attention output. Law: $dH/dt = -D \le 0$
 (the tracking bound is n/a: the target is $\mathrm{rowsoftmax}(\beta\hat S)$,
-$\hat S = S - P W_V X^\top$).</p>""",
+$\hat S = S - P W_V X^\top$). There is no kinetic energy: the momentum term
+$\langle P, A X W_V^\top\rangle$ of $H$ (the momentum energy) has either sign.</p>""",
     look_for="The features move with the attention output; H only decreases.",
     build=_build, reproblem=part_one.same_state,
     stepper=Strang, energy=_energy, diagnostics=_diagnostics,
-    not_applicable=("kl_bound",),
+    not_applicable=NOT_APPLICABLE,
     readable={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
            "effective_scores": effective_scores, "hamiltonian": hamiltonian},
 ))

@@ -23,7 +23,7 @@ DIAGNOSTICS = (
     "t", "free_energy", "potential", "hamiltonian", "kinetic_energy",
     "dissipation_rate", "dissipated", "work", "kl", "kl_target", "kl_bound",
     "energy_residual", "entropy_mean", "min_attention", "row_sum_error",
-    "feature_norm",
+    "feature_norm", "momentum_energy",
 )
 #: Settings of the prescribed feature paths.
 PATH_SETTINGS = ("path", "omega", "amplitude", "switch_time", "settle_rate")
@@ -165,7 +165,7 @@ def scores_of(prob, state):
 
 
 def diagnostics(prob, state, energy0, *, energy, effective_scores=None, kinetic=None,
-                slaved=False, attention_only=False, not_applicable=()):
+                slaved=False, attention_only=False, not_applicable=(), momentum=None):
     """Every scalar diagnostic of a Part I state, and the arrays of its frame.
 
     Parameters
@@ -179,13 +179,16 @@ def diagnostics(prob, state, energy0, *, energy, effective_scores=None, kinetic=
     effective_scores : callable ``(prob, state, S) -> ndarray``, optional
         ``Ŝ`` when the attention target is not ``A*``.
     kinetic : callable ``(prob, state) -> float``, optional
-        The momentum part of ``H`` (0 when None).
+        The kinetic energy ``‖P‖²/(2m)`` of ``H`` (0 when None).
     slaved : bool
         Attention is ``A*(X)`` (no dissipation).
     attention_only : bool
         The features follow a prescribed path: ``E = F``.
     not_applicable : tuple of str
         Diagnostics reported as NaN.
+    momentum : callable ``(prob, state) -> float``, optional
+        ``momentum_energy``, the momentum term of ``H`` when it is not a kinetic energy
+        (the cotangent lift's ``⟨P, A X W_Vᵀ⟩``); else the kinetic energy.
 
     Returns
     -------
@@ -223,6 +226,8 @@ def diagnostics(prob, state, energy0, *, energy, effective_scores=None, kinetic=
         "row_sum_error": float(np.max(np.abs(st.A.sum(axis=1) - 1.0))),
         "feature_norm": float(np.sqrt(np.sum(st.X * st.X))),
     }
+    diag["momentum_energy"] = diag["kinetic_energy"] if momentum is None \
+        else momentum(prob, st)
     for name in not_applicable:
         diag[name] = math.nan
     softmax = np.exp(log_star)
