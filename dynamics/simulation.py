@@ -23,6 +23,7 @@ import numpy as np
 from . import energy as en
 from . import models as registry
 from .frame import DIVERGED, FAILED, RUNNING, Frame
+from .models.part_one import confinement_notice
 from .settings import Settings
 from .state import State, check_initial_arrays
 from .steppers.base import DeferredOverflow, TooStiff
@@ -257,6 +258,8 @@ class Simulation:
 
     def _diverge(self, t, why) -> None:
         self.status, self.diverged_at = DIVERGED, float(t)
+        hint = confinement_notice(self._values)  # a confinement k below 2√N‖M‖₂, or None
+        why = why if hint is None else f"{why}; {hint}"
         self.message = f"diverged at t = {t:.4g}: {why}; the run stopped (Reset to start again)"
 
 

@@ -257,3 +257,62 @@ class SlavedProblem(Problem):
         Z = np.multiply(S, self.beta, out=owned.take("slaved.Z", shape, busy))
         centre_rows(Z, out=Z)
         return S, Z, en.rowsoftmax(Z, centred=True, out=owned.take("slaved.A", shape, busy))
+
+
+# -- the confinement that keeps H bounded below (Theory page: coupled models) -----------
+#: Models whose energy is ``F`` (or ``Φ``) plus ``(k/2)‖X‖²`` and a non-negative rest, so
+#: that ``k > 2√N ‖M‖₂`` bounds ``H`` below (their features then stay bounded).
+CONFINED_MODELS = ("canonical", "value_matching", "reduced")
+
+
+def confinement_bound(source, n_tokens: int | None = None) -> float:
+    """``2√N ‖M‖₂``: a confinement ``k`` above it bounds ``H`` below.
+
+    ``|⟨A, X M Xᵀ⟩| ≤ √N ‖M‖₂ ‖X‖²`` for every row-stochastic ``A``, so
+    ``F + (k/2)‖X‖² ≥ (k/2 − √N ‖M‖₂) ‖X‖² − const``. A sufficient bound: below it ``H``
+    need not be bounded below (and a run may grow without bound), above it it is.
+
+    Parameters
+    ----------
+    source : Settings, dict or ndarray
+        Settings (``n_tokens``, ``dim``, ``seed``: ``M`` is drawn from the seed as a run
+        draws it), or ``M`` itself, shape (d, d).
+    n_tokens : int, optional
+        ``N`` (needed with ``M``).
+
+    Returns
+    -------
+    float
+    """
+    if isinstance(source, np.ndarray):
+        if n_tokens is None:
+            raise ValueError("confinement_bound(M, n_tokens) needs n_tokens")
+        M, N = source, n_tokens
+    else:
+        values = source if isinstance(source, dict) else source.values()
+        N = values["n_tokens"]
+        M = draw_initial_data(N, values["dim"], values["seed"]).M
+    return 2.0 * math.sqrt(N) * float(np.linalg.norm(M, 2))
+
+
+def confinement_notice(settings) -> str | None:
+    """What to say about the confinement ``k`` of a run, or None.
+
+    For the models of :data:`CONFINED_MODELS` whose ``k`` is at most
+    :func:`confinement_bound`: names the bound and a ``k`` that confines ("k = 2 is below
+    2√N‖M‖₂ = 6.9, the confinement that keeps H bounded below: try k ≥ 7"). A run that
+    diverges says it too.
+
+    Parameters
+    ----------
+    settings : Settings or dict
+    """
+    values = settings if isinstance(settings, dict) else settings.values()
+    if values["model"] not in CONFINED_MODELS:
+        return None
+    bound = confinement_bound(values)
+    k = float(values["confinement"])
+    if k > bound:
+        return None
+    return (f"k = {k:g} is below 2√N‖M‖₂ = {bound:.2g}, the confinement that keeps H "
+            f"bounded below: try k ≥ {math.floor(bound) + 1:d}")
