@@ -18,7 +18,7 @@ from dynamics.inertial import (
 )
 from dynamics.inertial.accelerated import accelerated_dissipation, accelerated_kinetic
 from dynamics.models import part_two
-from dynamics.models.part_two import DIAGNOSTICS
+from dynamics.diagnostics import PART_TWO as DIAGNOSTICS
 from dynamics.settings import PART_II_MODELS
 from dynamics.steppers import RK4
 from dynamics.workspace import Workspace

@@ -11,7 +11,8 @@ energies), puts a fused kernel beside its readable twin where one pays, and regi
 
 import importlib
 
-from .part_one import DIAGNOSTICS, PATH_SETTINGS, Problem
+from ..diagnostics import PART_ONE as DIAGNOSTICS
+from .part_one import PATH_SETTINGS, Problem
 from .registry import COMMON_SETTINGS, ModelSpec, get, names, on_change, register, specs, unregister
 
 #: The model modules, in the order of the Theory page (each registers its model).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from .. import diagnostics
 from .. import energy as en
 from ..steppers.exact_logit import ExactLogit
 from . import part_one
@@ -34,7 +35,7 @@ def logit_velocity(prob, t, Z):
 
 def free_energy(prob, state, log_a=None, S=None):
     """The energy of the balance: ``F(A; X)``."""
-    S = part_one.scores_of(prob, state) if S is None else S
+    S = diagnostics.scores_of(prob, state) if S is None else S
     return en.free_energy(state.A, S, prob.beta, log_a)
 
 
@@ -44,7 +45,7 @@ def _build(values, given):
 
 
 def _diagnostics(prob, state, energy0):
-    return part_one.diagnostics(prob, state, energy0, energy=free_energy, attention_only=True)
+    return diagnostics.part_one(prob, state, energy0, energy=free_energy, attention_only=True)
 
 
 def reference(prob, state):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import diagnostics
 from .. import energy as en
 from ..steppers.etd_verlet import TrackedEtdVerlet
 from . import part_one
@@ -90,7 +91,7 @@ def coupled_reference(prob, state, velocity, force, effective):
 
 
 def _energy(prob, state, log_a=None, S=None):
-    return hamiltonian(prob, state.X, state.P, state.A, log_a, part_one.scores_of(prob, state)
+    return hamiltonian(prob, state.X, state.P, state.A, log_a, diagnostics.scores_of(prob, state)
                        if S is None else S)
 
 
@@ -103,7 +104,7 @@ def _build(values, given):
 
 
 def _diagnostics(prob, state, energy0):
-    return part_one.diagnostics(prob, state, energy0, energy=_energy, kinetic=_kinetic)
+    return diagnostics.part_one(prob, state, energy0, energy=_energy, kinetic=_kinetic)
 
 
 def _reference(prob, state):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import diagnostics
 from .. import energy as en
 from ..logits import centre_rows
 from ..steppers.strang import Strang
@@ -83,7 +84,7 @@ NOT_APPLICABLE = ("kl_bound", "kinetic_energy")
 
 def _energy(prob, state, log_a=None, S=None):
     return hamiltonian(prob, state.X, state.P, state.A, log_a,
-                       part_one.scores_of(prob, state) if S is None else S)
+                       diagnostics.scores_of(prob, state) if S is None else S)
 
 
 def _momentum(prob, state):
@@ -99,7 +100,7 @@ def _build(values, given):
 
 
 def _diagnostics(prob, state, energy0):
-    return part_one.diagnostics(prob, state, energy0, energy=_energy, momentum=_momentum,
+    return diagnostics.part_one(prob, state, energy0, energy=_energy, momentum=_momentum,
                                 effective_scores=_effective, not_applicable=NOT_APPLICABLE)
 
 

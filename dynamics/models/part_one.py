@@ -18,13 +18,6 @@ from ..logits import centre_rows
 from ..paths import FeaturePath
 from ..state import State
 
-#: Every Part I diagnostic, in the order of the trajectory table.
-DIAGNOSTICS = (
-    "t", "free_energy", "potential", "hamiltonian", "kinetic_energy",
-    "dissipation_rate", "dissipated", "work", "kl", "kl_target", "kl_bound",
-    "energy_residual", "entropy_mean", "min_attention", "row_sum_error",
-    "feature_norm", "momentum_energy",
-)
 #: Settings of the prescribed feature paths.
 PATH_SETTINGS = ("path", "omega", "amplitude", "switch_time", "settle_rate")
 
@@ -157,84 +150,6 @@ def reslave(prob, state, values):
     prob = prob.with_values(values)
     Z = centre_rows(prob.beta * state.S)
     return prob, replace(state, Z=Z, A=en.rowsoftmax(Z))
-
-
-def scores_of(prob, state):
-    """``S(X)`` of a state (computed when the step left it out)."""
-    return state.S if state.S is not None else en.scores(state.X, prob.M)
-
-
-def diagnostics(prob, state, energy0, *, energy, effective_scores=None, kinetic=None,
-                slaved=False, attention_only=False, not_applicable=(), momentum=None):
-    """Every scalar diagnostic of a Part I state, and the arrays of its frame.
-
-    Parameters
-    ----------
-    prob : Problem
-    state : State
-    energy0 : float
-        ``E(0)`` of the run (the energy balance's origin).
-    energy : callable ``(prob, state, log_a, S) -> float``
-        The model's ``E`` (``F``, ``H``, ``H_r`` or ``Φ``).
-    effective_scores : callable ``(prob, state, S) -> ndarray``, optional
-        ``Ŝ`` when the attention target is not ``A*``.
-    kinetic : callable ``(prob, state) -> float``, optional
-        The kinetic energy ``‖P‖²/(2m)`` of ``H`` (0 when None).
-    slaved : bool
-        Attention is ``A*(X)`` (no dissipation).
-    attention_only : bool
-        The features follow a prescribed path: ``E = F``.
-    not_applicable : tuple of str
-        Diagnostics reported as NaN.
-    momentum : callable ``(prob, state) -> float``, optional
-        ``momentum_energy``, the momentum term of ``H`` when it is not a kinetic energy
-        (the cotangent lift's ``⟨P, A X W_Vᵀ⟩``); else the kinetic energy.
-
-    Returns
-    -------
-    diag : dict of str to float
-    arrays : dict
-        ``softmax``, ``target`` (ndarray, shape (N, N)) and ``kl_rows`` (shape (N,)).
-    """
-    st, beta = state, prob.beta
-    S = scores_of(prob, st)
-    log_a = en.log_rowsoftmax(st.Z)
-    lse_star = en.row_logsumexp(beta * S)
-    log_star = beta * S - lse_star
-    S_hat = S if effective_scores is None else effective_scores(prob, st, S)
-    log_target = log_star if S_hat is S else en.log_rowsoftmax(beta * S_hat)
-    kl_rows = en.kl_rows(log_a, log_star, st.A)
-    F = en.free_energy(st.A, S, beta, log_a)
-    E = F if attention_only else energy(prob, st, log_a, S)
-    costs = en.marginal_costs(log_a, S_hat, beta)
-    diag = {
-        "t": st.t,
-        "free_energy": F,
-        "potential": float(-np.sum(lse_star) / beta),
-        "hamiltonian": E,
-        "kinetic_energy": 0.0 if kinetic is None else kinetic(prob, st),
-        "dissipation_rate": 0.0 if slaved else en.dissipation_rate(st.A, costs, prob.gamma),
-        "dissipated": st.dissipated,
-        "work": st.work,
-        "kl": float(kl_rows.sum()),
-        "kl_target": float(kl_rows.sum()) if log_target is log_star
-        else float(en.kl_rows(log_a, log_target, st.A).sum()),
-        "kl_bound": float(np.sum(st.B**2) / 8.0),
-        "energy_residual": (E - energy0 - st.work + st.dissipated),
-        "entropy_mean": float(np.mean(en.entropy_rows(st.A, log_a))),
-        "min_attention": float(st.A.min()),
-        "row_sum_error": float(np.max(np.abs(st.A.sum(axis=1) - 1.0))),
-        "feature_norm": float(np.sqrt(np.sum(st.X * st.X))),
-    }
-    diag["momentum_energy"] = diag["kinetic_energy"] if momentum is None \
-        else momentum(prob, st)
-    for name in not_applicable:
-        diag[name] = math.nan
-    softmax = np.exp(log_star)
-    arrays = {"attention": st.A.copy(), "softmax": softmax,
-              "target": softmax if log_target is log_star else np.exp(log_target),
-              "kl_rows": kl_rows}
-    return diag, arrays
 
 
 @dataclass(frozen=True)

@@ -21,17 +21,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..inertial.clouds import initial_cloud, second_moment
+from ..diagnostics import measure, momentum_norm
+from ..inertial.clouds import initial_cloud
 from ..inertial.damping import NO_DAMPING, Damping
 from ..inertial.matrices import model_matrices, require_symmetric, value_kernel_ratio
-from ..inertial.softmax import softmax_kernel
 from ..state import State
 
-#: Every Part II diagnostic, in the order of the trajectory table.
-DIAGNOSTICS = (
-    "t", "second_moment_max", "second_moment_min", "hamiltonian", "kinetic_energy",
-    "dissipation_rate", "feature_norm", "momentum_norm", "damping",
-)
 #: Settings of the kernel, the value matrix and the initial cloud (a change restarts).
 CLOUD_SETTINGS = ("kernel_diag", "value_diag", "matrix_draw", "cloud", "second_moment")
 #: Settings of the damping schedule ``α(t)`` (a change continues from the state).
@@ -195,83 +190,10 @@ def reproblem(problem: Problem, state: State, values: dict):
     return replace(problem, damping=damping_of(values)), state
 
 
-def measure(problem: Problem, X: np.ndarray, Y: np.ndarray):
-    """``(‖X‖, λ_max(S), λ_min(S), H, kinetic, Σ y·∂H/∂y, watched)`` at ``(X, Y)``
-    (``watched``: the norm of :meth:`Problem.measures`, ``inf`` past the largest float),
-    or None if any other is not finite (``S = XᵀX/N``; ``X``, ``Y`` of shape (N, d))."""
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
-        return None
-    with np.errstate(all="ignore"):
-        S = second_moment(X)
-        if not np.all(np.isfinite(S)):
-            return None
-        lam = np.linalg.eigvalsh(S)
-        vals = (float(np.linalg.norm(X)), float(lam[-1]), float(lam[0]),
-                *problem.measures(X, Y))
-    return vals if all(math.isfinite(v) for v in vals[:6]) else None
-
-
-def momentum_norm(Y: np.ndarray) -> float:
-    """``‖Y‖`` (Frobenius; scaled by the largest entry when the plain sum of squares
-    overflows; ``inf`` only past the largest float), ``Y`` of shape (N, d)."""
-    with np.errstate(all="ignore"):
-        norm = float(np.linalg.norm(Y))
-        if math.isinf(norm) and np.all(np.isfinite(Y)):
-            top = float(np.max(np.abs(Y)))
-            norm = top * float(np.linalg.norm(Y / top))
-        return norm
-
-
 def energy(problem: Problem, state: State, log_a=None) -> float:
     """``H`` of a state (models with a Hamiltonian)."""
     with np.errstate(all="ignore"):
         return problem.energies(state.X, state.P)[0]
-
-
-def diagnostics(problem: Problem, state: State, energy0: float):
-    """Every scalar diagnostic of a Part II state, and the arrays of its frame.
-
-    ``hamiltonian`` and ``kinetic_energy`` are 0 for the first-order models; the
-    momentum-only control reports ``kinetic_energy = ½‖Y‖²`` and no ``H``;
-    ``dissipation_rate`` is ``α(t) Σ_i y_i·∂H/∂y_i`` for the second-order models.
-
-    Parameters
-    ----------
-    problem : Problem
-    state : State
-    energy0 : float
-        Unused (Part II keeps no energy balance).
-
-    Returns
-    -------
-    diag : dict of str to float
-        The keys of :data:`DIAGNOSTICS`.
-    arrays : dict
-        ``attention``: the softmax kernel weights ``rowsoftmax(x_iᵀ A x_j)``, shape
-        (N, N), for the softmax models.
-    """
-    X, Y = state.X, state.P
-    vals = measure(problem, X, Y)
-    if vals is None:  # an accepted state is finite; be safe
-        vals = (0.0,) * 7
-    norm, lmax, lmin, H, kinetic, dissipation, _ = vals
-    alpha = float(problem.damping.rate(state.t))
-    diag = {
-        "t": float(state.t),
-        "second_moment_max": lmax,
-        "second_moment_min": lmin,
-        "hamiltonian": H,
-        "kinetic_energy": kinetic,
-        "dissipation_rate": alpha * dissipation if problem.second_order else 0.0,
-        "feature_norm": norm,
-        "momentum_norm": momentum_norm(Y),
-        "damping": alpha,
-    }
-    arrays = {}
-    if problem.softmax:
-        with np.errstate(under="ignore"):
-            arrays["attention"] = softmax_kernel(X, problem.A)
-    return diag, arrays
 
 
 def check(problem: Problem, old: State, new: State, memo, norm_limit: float):
@@ -339,7 +261,7 @@ def reference(field):
 
 
 __all__ = [
-    "CLOUD_SETTINGS", "CONTINUE_SETTINGS", "DAMPING_SETTINGS", "DIAGNOSTICS", "Problem",
-    "SETTINGS", "build", "check", "damping_of", "diagnostics", "energy", "measure",
-    "momentum_norm", "pack", "reference", "reproblem",
+    "CLOUD_SETTINGS", "CONTINUE_SETTINGS", "DAMPING_SETTINGS", "Problem",
+    "SETTINGS", "build", "check", "damping_of", "energy",
+    "pack", "reference", "reproblem",
 ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import diagnostics
 from .. import energy as en
 from ..steppers.verlet import Verlet
 from . import part_one
@@ -40,7 +41,7 @@ class ReducedProblem(part_one.SlavedProblem, CanonicalProblem):
 
 
 def _energy(prob, state, log_a=None, S=None):
-    return hamiltonian(prob, state.X, state.P, part_one.scores_of(prob, state) if S is None
+    return hamiltonian(prob, state.X, state.P, diagnostics.scores_of(prob, state) if S is None
                        else S)
 
 
@@ -54,7 +55,7 @@ def _build(values, given):
 
 
 def _diagnostics(prob, state, energy0):
-    return part_one.diagnostics(prob, state, energy0, energy=_energy, kinetic=_kinetic,
+    return diagnostics.part_one(prob, state, energy0, energy=_energy, kinetic=_kinetic,
                                 slaved=True)
 
 

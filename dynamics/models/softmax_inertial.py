@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from .. import diagnostics
 from ..inertial.softmax import (
     inertial_force,
     inertial_hamiltonian,
@@ -120,7 +121,7 @@ clock $t/\alpha$.</p>""",
     look_for="H only decreases; with strong damping the tokens follow the first-order "
              "flow slowed down α times, with little damping they overshoot.",
     build=_build, reproblem=part_two.reproblem,
-    stepper=RK4, energy=part_two.energy, diagnostics=part_two.diagnostics,
+    stepper=RK4, energy=part_two.energy, diagnostics=diagnostics.part_two,
     check=part_two.check,
     readable={"velocity": velocity, "force": force, "hamiltonian": hamiltonian,
               "field": field, "reference": part_two.reference(field)},

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from .. import diagnostics
 from ..inertial.softmax import softmax_velocity
 from ..steppers.rk4 import RK4
 from . import part_two
@@ -65,7 +66,7 @@ $y_i(0) = 0$. No Hamiltonian: the kinetic energy shown is $\frac12\|Y\|^2$.</p>"
     look_for="Compare with the inertial model: momentum alone, without the kernel's "
              "Hamiltonian structure.",
     build=_build, reproblem=part_two.reproblem,
-    stepper=RK4, energy=None, diagnostics=part_two.diagnostics, check=part_two.check,
+    stepper=RK4, energy=None, diagnostics=diagnostics.part_two, check=part_two.check,
     readable={"field": field, "reference": part_two.reference(field)},
 ))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import diagnostics
 from .. import energy as en
 from ..steppers.heun import Heun
 from . import part_one
@@ -36,7 +37,7 @@ class TransformerProblem(part_one.SlavedProblem):
 
 
 def _energy(prob, state, log_a=None, S=None):
-    return en.potential(part_one.scores_of(prob, state) if S is None else S, prob.beta)
+    return en.potential(diagnostics.scores_of(prob, state) if S is None else S, prob.beta)
 
 
 def _build(values, given):
@@ -45,7 +46,7 @@ def _build(values, given):
 
 
 def _diagnostics(prob, state, energy0):
-    return part_one.diagnostics(prob, state, energy0, energy=_energy, slaved=True,
+    return diagnostics.part_one(prob, state, energy0, energy=_energy, slaved=True,
                                 not_applicable=("energy_residual",))
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import diagnostics
 from .. import energy as en
 from ..steppers.etd_verlet import EtdVerlet
 from . import part_one
@@ -75,7 +76,7 @@ class ValueMatchingProblem(part_one.Problem):
 
 def _energy(prob, state, log_a=None, S=None):
     return hamiltonian(prob, state.X, state.P, state.A, log_a,
-                       part_one.scores_of(prob, state) if S is None else S)
+                       diagnostics.scores_of(prob, state) if S is None else S)
 
 
 def _kinetic(prob, state):
@@ -91,7 +92,7 @@ def _build(values, given):
 
 
 def _diagnostics(prob, state, energy0):
-    return part_one.diagnostics(prob, state, energy0, energy=_energy, kinetic=_kinetic,
+    return diagnostics.part_one(prob, state, energy0, energy=_energy, kinetic=_kinetic,
                                 effective_scores=_effective, not_applicable=("kl_bound",))
 
 
