@@ -3,16 +3,18 @@ dissipation rate and the distance to the reduced model (Theory page: tracking, e
 balance, coupled models).
 
 All figures share one ``ColumnDataSource`` that grows by one row per frame with
-``stream(..., rollover=ROLLOVER)``, so memory stays bounded.  Diagnostics a model
-does not define (NaN, its spec's ``not_applicable``) are stored as 0 and their lines hidden
-and labelled "n/a": no NaN ever reaches a plot.
+``stream(..., rollover=ROLLOVER)``, so memory stays bounded.  What a model's spec says
+of its diagnostics shows in the legends: one it does not define (NaN,
+``spec.not_applicable``) is stored as 0, its line hidden and labelled "n/a"; one that
+vanishes by construction (``spec.identically_zero``) is hidden and labelled "≡ 0" (a
+plot left without a line says so in its frame): no NaN, and no rounding noise drawn
+as if it were a curve.
 
-Drawing cost: the lines and legends are on the plots' overlay canvas, and the axes
-follow the data in steps (:class:`SteppedRange`: a range grows with headroom when the
-data leave it and shrinks when the data fill a small part of it), so a new batch of
-rows usually repaints the lines alone, not the axes, ticks and title around them
-(Bokeh reads the page's CSS for every text it draws). A range the user zooms or pans
-is left alone until the plot's Reset tool or a new run.
+Drawing cost: the lines are on the plots' overlay canvas and the legends below the
+plots (where they cover no curve), and the axes follow the data in steps
+(:class:`app.ranges.SteppedRange`), so a new batch of rows usually repaints the lines
+alone, not the axes, ticks, title and legend around them (Bokeh reads the page's CSS
+for every text it draws).
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import ColumnDataSource, Range1d
+from bokeh.models import ColumnDataSource, Label, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
-from .models import energy_symbol, not_applicable
+from .models import energy_symbol, not_applicable, spec
+from .ranges import LOG_FLOOR, TRIM, SteppedRange
 
 #: Rows kept in the time-series buffer.
 ROLLOVER = 1000
@@ -37,14 +40,17 @@ ROLLOVER = 1000
 #: lines re-indexed, 3 plots and their legends repainted), as much as 2 to 3 frames of
 #: heatmaps and tokens; 8 rather than 5 raised the page's frame rate by about 15 %.
 BATCH = 8
-#: Floor of values drawn on the logarithmic KL axis.
-LOG_FLOOR = 1e-12
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",
            "d_potential", "dissipated", "residual", "dissipation_rate", "distance")
 _TIME = "t (model time units)"
-#: Lines drawing a diagnostic that some models leave undefined.
-_DIAGNOSTIC = {"kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
-               "residual": "energy_residual"}
+#: The diagnostic each line draws (where a model's spec may say it is n/a or ≡ 0).
+_DIAGNOSTIC = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
+               "residual": "energy_residual", "dissipation_rate": "dissipation_rate",
+               "dissipated": "dissipated"}
+#: The symbol of the potential's line: a model whose energy is the potential draws one line.
+POTENTIAL = "Φ"
+#: Shown in a plot all of whose lines vanish by construction for the model.
+ZERO_NOTE = "≡ 0 for this model"
 
 
 def _finite(x) -> float:
@@ -52,71 +58,24 @@ def _finite(x) -> float:
     return x if math.isfinite(x) else 0.0
 
 
-#: Headroom added on each side when a range grows, as a fraction of the data's span.
-HEADROOM = 0.25
-#: A range shrinks to the data when they span less than this fraction of it.
-SHRINK = 0.25
-#: The time axis starts at the oldest row kept once it leaves this fraction empty.
-TRIM = 0.1
-
-
-class SteppedRange:
-    """Server-side fit of a ``Range1d`` to streaming data, changed in steps.
-
-    :meth:`fit` moves the range only when the data leave it (growing it with
-    ``HEADROOM``) or span less than ``SHRINK`` of it; on a logarithmic axis the same
-    rules hold for the decades.  A range whose ends differ from the last ones set
-    here was zoomed or panned by the user and is not touched until :meth:`follow`.
-    ``trim`` (the time axis) also moves the start up to the data once they leave
-    more than that fraction of the range empty on the left (old rows rolled over).
-    """
-
-    def __init__(self, rng: Range1d, log: bool = False, trim: float | None = None):
-        self.range, self.log, self.trim = rng, log, trim
-        self.follow()
-
-    def follow(self) -> None:
-        """Follow the data again (Reset tool, new run)."""
-        self._set = None
-
-    def _user_moved(self) -> bool:
-        return self._set is not None and (self.range.start, self.range.end) != self._set
-
-    def fit(self, lo: float, hi: float) -> None:
-        """Keep ``[lo, hi]`` (finite, ``lo ≤ hi``) in view, changing the range rarely."""
-        if self._user_moved():
-            return
-        if self.log:
-            lo, hi = math.log10(max(lo, LOG_FLOOR)), math.log10(max(hi, LOG_FLOOR))
-        span = max(hi - lo, 1e-9 * max(abs(lo), abs(hi), 1.0), 1e-12)
-        if self._set is None:
-            start, end = lo - 0.05 * span, hi + HEADROOM * span
-        else:
-            start, end = self._set
-            if self.log:
-                start, end = math.log10(start), math.log10(end)
-            trimmed = self.trim is not None and lo - start > self.trim * (end - start)
-            if trimmed:
-                start = lo
-            elif lo >= start and hi <= end and span >= SHRINK * (end - start):
-                return
-            start = lo - HEADROOM * span if (lo < start or span < SHRINK * (end - start)) \
-                else start
-            end = hi + HEADROOM * span if (hi > end or span < SHRINK * (end - start)) else end
-        if self.log:
-            start, end = 10.0**start, 10.0**end
-        self._set = (start, end)
-        self.range.update(start=start, end=end)
-
-
-def _figure(title, y_label, **kw):
-    p = figure(title=title, height=260, width=455, x_axis_label=_TIME, y_axis_label=y_label,
+def _figure(title, y_label, height=250, **kw):
+    p = figure(title=title, height=height, width=430, x_axis_label=_TIME, y_axis_label=y_label,
                tools="pan,wheel_zoom,box_zoom,reset,save,hover",
                tooltips=[("t", "@t{0.000}"), ("value", "$y{0.0000e}")],
                toolbar_location="above", x_range=Range1d(0.0, 1.0),
                y_range=Range1d(1e-3, 1.0) if kw.get("y_axis_type") == "log" else Range1d(0, 1),
                **kw)
+    p.min_border_right = 12
     return p
+
+
+def _legend_below(fig, ncols: int) -> None:
+    """Move ``fig``'s legend below the plot, where it covers no curve."""
+    legend = fig.legend[0]
+    legend.update(click_policy="hide", label_text_font_size="9pt", padding=2, spacing=0,
+                  margin=2, ncols=ncols, border_line_alpha=0, glyph_width=18,
+                  label_standoff=4)
+    fig.add_layout(legend, "below")
 
 
 class TimeSeries(pn.viewable.Viewer):
@@ -142,11 +101,10 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines["kl_bound" + suffix] = fig.line(
                 "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
                 line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
-            fig.legend.location = "top_right"
-            fig.legend.click_policy = "hide"
+            _legend_below(fig, ncols=2)
 
         self.fig_energy = _figure("Energy balance (zero residual ⇔ dissipation law)",
-                                  "energy (score units)")
+                                  "energy (score units)", height=300)
         for key, label, color, dash in (
             ("d_energy", "H(t) − H(0)", C[0], "solid"),
             ("budget", "work − dissipated", C[1], "dashed"),
@@ -157,8 +115,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines[key] = self.fig_energy.line(
                 "t", key, source=src, color=color, line_dash=dash, line_width=2,
                 legend_label=label)
-        self.fig_energy.legend.location = "bottom_left"
-        self.fig_energy.legend.click_policy = "hide"
+        _legend_below(self.fig_energy, ncols=2)
 
         self.fig_rate = _figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
                                 "D (score units / time)")
@@ -171,24 +128,15 @@ class TimeSeries(pn.viewable.Viewer):
             "t", "distance", source=src, color=C[5], line_width=2,
             legend_label="‖X − X_reduced‖ (Frobenius)")
         for fig in (self.fig_rate, self.fig_distance):
-            fig.legend.location = "top_left"
+            _legend_below(fig, ncols=1)
+        self.figures = (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
+                        self.fig_distance)
         self._legend_items = {
-            key: item for fig in (self.fig_kl, self.fig_kl_log, self.fig_energy,
-                                  self.fig_rate, self.fig_distance)
-            for item in fig.legend[0].items
+            key: item for fig in self.figures for item in fig.legend[0].items
             for key, r in self.lines.items() if item.renderers[0] is r
         }
         self._labels = {k: item.label.value for k, item in self._legend_items.items()}
-        for fig in (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
-                    self.fig_distance):
-            fig.legend.level = "overlay"  # drawn over the lines, repainted with them
-            fig.legend.label_text_font_size = "9pt"
-            fig.legend.background_fill_alpha = 0.7
-            fig.legend.padding = 4
-            fig.legend.spacing = 0
         self._hidden = ColumnDataSource({c: [] for c in COLUMNS})
-        self.figures = (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
-                        self.fig_distance)
         for r in self.lines.values():
             r.level = "overlay"
         # the columns each figure shows, and its stepped x and y ranges
@@ -196,11 +144,18 @@ class TimeSeries(pn.viewable.Viewer):
             fig: [k for k, r in self.lines.items() if r in fig.renderers]
             for fig in self.figures}
         self._ranges = {
-            fig: (SteppedRange(fig.x_range, trim=TRIM),
+            fig: (SteppedRange(fig.x_range, trim=TRIM, min_span=1.0),
                   SteppedRange(fig.y_range, log=fig is self.fig_kl_log))
             for fig in self.figures}
         for fig, ranges in self._ranges.items():
             fig.on_event(Reset, lambda event, ranges=ranges: self._follow(ranges))
+        # "≡ 0 for this model" in a plot none of whose lines the model has
+        self._zero_notes = {}
+        for fig in self.figures:
+            self._zero_notes[fig] = Label(
+                x=12, y=12, x_units="screen", y_units="screen", text=ZERO_NOTE,
+                text_font_size="13pt", text_color="#555", visible=False)
+            fig.add_layout(self._zero_notes[fig])
         self._show(self.fig_distance, False)
         self._toggle_log()
 
@@ -224,17 +179,34 @@ class TimeSeries(pn.viewable.Viewer):
             self._fit_ranges()
 
     def set_model(self, model: str) -> None:
-        """Label the energy by model and mark the diagnostics it does not define n/a (both
-        from the model's spec: ``energy_symbol``, ``not_applicable``)."""
+        """Legends and lines by what model ``model``'s spec says of its diagnostics.
+
+        The energy is named by ``energy_symbol``; a diagnostic in ``not_applicable`` is
+        hidden and labelled "n/a", one in ``identically_zero`` hidden and labelled "≡ 0"
+        (a plot with no line left says so); when the energy is the potential Φ, the
+        potential's line (the same curve) is not drawn twice.
+        """
+        s = spec(model)
         energy = energy_symbol(model)
-        missing = set(not_applicable(model))
+        missing, zero = set(not_applicable(model)), set(s.identically_zero)
         labels = dict(self._labels)
         labels["d_energy"] = f"{energy}(t) − {energy}(0)"
         labels["residual"] = f"residual {energy}−{energy}(0)+diss.−work"
         for key, item in self._legend_items.items():
-            na = _DIAGNOSTIC.get(key) in missing
-            item.label = value(labels[key] + (" — n/a for this model" if na else ""))
-            self.lines[key].visible = not na
+            diagnostic = _DIAGNOSTIC.get(key)
+            note = (" — n/a for this model" if diagnostic in missing
+                    else f" {ZERO_NOTE}" if diagnostic in zero else "")
+            item.label = value(labels[key] + note)
+            self.lines[key].visible = not note
+            item.visible = not (key == "d_potential" and energy == POTENTIAL)
+            if not item.visible:
+                self.lines[key].visible = False
+        for fig in self.figures:
+            keys = self._fig_columns[fig]
+            empty = all(_DIAGNOSTIC.get(k) in zero for k in keys)
+            self._zero_notes[fig].visible = empty
+            if empty:  # a plain axis around the zero line that is not drawn
+                fig.y_range.update(start=1e-3 if fig is self.fig_kl_log else -1.0, end=1.0)
 
     def clear(self) -> None:
         """Empty the buffers (a new run)."""

@@ -21,7 +21,7 @@ from dashboard_support import play
 from app import Dashboard, katex, presets, theory, urlstate
 from app.explain import model_text
 from app.models import applies, main_model_problem, main_models
-from dynamics import Settings, models
+from dynamics import Settings, Simulation, models
 from dynamics.models.attention import PATH_USES
 from dynamics.paths import FeaturePath
 
@@ -49,11 +49,33 @@ def test_controls_equations_and_na_come_from_the_spec(model):
     assert spec.equations in text and spec.title in text
     assert f'href="#{spec.section}"' in text
     hidden = {k for k, line in d.timeseries.lines.items() if not line.visible}
-    diagnostic = {"kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
-                  "residual": "energy_residual"}
-    assert hidden == {k for k, v in diagnostic.items() if v in spec.not_applicable}
-    label = d.timeseries._legend_items["d_energy"].label.value
+    diagnostic = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound",
+                  "kl_bound_log": "kl_bound", "residual": "energy_residual",
+                  "dissipation_rate": "dissipation_rate", "dissipated": "dissipated"}
+    assert hidden - {"d_potential"} == {
+        k for k, v in diagnostic.items() if v in spec.not_applicable + spec.identically_zero}
+    assert ("d_potential" in hidden) == (spec.energy_symbol == "Φ")  # not drawn twice
+    items = d.timeseries._legend_items
+    label = items["d_energy"].label.value
     assert label.startswith(f"{spec.energy_symbol}(t)")
+    for key, v in diagnostic.items():
+        if v in spec.identically_zero:
+            assert items[key].label.value.endswith("≡ 0 for this model")
+        elif v in spec.not_applicable:
+            assert items[key].label.value.endswith("n/a for this model")
+
+
+@pytest.mark.parametrize("model", models.names(part=1))
+def test_identically_zero_diagnostics_vanish(model):
+    """What a spec declares ≡ 0 is zero up to rounding in a run of that model."""
+    spec = models.get(model)
+    sim = Simulation(Settings(model=model, n_tokens=5, dim=3, init_momentum="random"))
+    for _ in range(4):
+        diag = sim.step(25).diagnostics
+        for name in spec.identically_zero:
+            assert abs(diag[name]) <= 1e-12, (name, diag[name])
+        if model in ("canonical", "attention"):  # a lag and dissipation of their own
+            assert diag["kl"] > 1e-6 and diag["dissipation_rate"] > 1e-6
 
 
 @pytest.mark.parametrize("path", Settings.param.path.objects)

@@ -19,7 +19,7 @@ from .. import energy as en
 from ..steppers.verlet import Verlet
 from . import part_one
 from .canonical import CanonicalProblem, kinetic_energy
-from .registry import ModelSpec, register
+from .registry import SLAVED_ZERO, ModelSpec, register
 
 
 def momentum_force(prob, X):
@@ -85,7 +85,7 @@ $$H_r = \frac{\|P\|^2}{2m} + \Phi(X) + \frac{k}{2}\|X\|^2,\qquad \dot X = P/m,\q
 Conservative: $H_r$ is conserved (no dissipation, KL $\equiv 0$). It is the
 $\gamma\to\infty$ limit of the canonical model.</p>""",
     look_for="H_r stays constant (bounded oscillation, no drift); KL and D are zero.",
-    energy_symbol="Hᵣ",
+    energy_symbol="Hᵣ", identically_zero=SLAVED_ZERO,
     build=_build, reproblem=part_one.reslave,
     stepper=Verlet, energy=_energy, diagnostics=_diagnostics,
     readable={"reference": _reference, "force": momentum_force, "hamiltonian": hamiltonian},

@@ -16,6 +16,11 @@ COMMON_SETTINGS = {
     2: ("model", "n_tokens", "dim", "dt", "seed", "norm_limit"),
 }
 
+#: Diagnostics that vanish by construction when attention is slaved to the softmax
+#: (``A ≡ A*(X)``): the lag, its bound, the dissipation rate and the dissipated energy
+#: (a model's ``identically_zero``).
+SLAVED_ZERO = ("kl", "kl_bound", "dissipation_rate", "dissipated")
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -49,6 +54,10 @@ class ModelSpec:
     energy_symbol : str
         How the plots name the energy ``E`` of the balance: ``"H"`` (default), ``"F"``
         on a prescribed path, ``"Hᵣ"``, ``"Φ"``; plain text (legends are not KaTeX).
+    identically_zero : tuple of str
+        Diagnostics that vanish by construction for this model (e.g. ``kl`` and the
+        ``dissipation_rate`` when attention is slaved to the softmax): reported as the
+        rounding error they are computed with, shown as "≡ 0" rather than plotted.
     build : callable ``(values, given) -> (problem, state)``
         The frozen problem and the initial :class:`~dynamics.state.State` from the
         setting values (a dict) and user-given arrays (a dict, possibly empty).
@@ -91,6 +100,7 @@ class ModelSpec:
     continue_settings: tuple = ("dt", "gamma")
     not_applicable: tuple = ()
     energy_symbol: str = "H"
+    identically_zero: tuple = ()
     check: Callable | None = None
     readable: dict = field(default_factory=dict)
 

@@ -13,7 +13,7 @@ from .. import diagnostics
 from .. import energy as en
 from ..steppers.heun import Heun
 from . import part_one
-from .registry import ModelSpec, register
+from .registry import SLAVED_ZERO, ModelSpec, register
 
 
 def velocity(prob, X):
@@ -73,6 +73,6 @@ attention layer. The energy shown is $\Phi$; the energy residual is n/a.</p>""",
     look_for="Tokens move along the attention output; KL and D are zero.",
     build=_build, reproblem=part_one.reslave,
     stepper=Heun, energy=_energy, diagnostics=_diagnostics,
-    not_applicable=("energy_residual",), energy_symbol="Φ",
+    not_applicable=("energy_residual",), energy_symbol="Φ", identically_zero=SLAVED_ZERO,
     readable={"reference": _reference, "velocity": velocity, "layer": residual_layer},
 ))
