@@ -17,6 +17,7 @@ from bokeh.models import CustomJSTickFormatter
 from dynamics import Settings, models
 
 from .models import MAIN_PART, applies, label, main_models
+from .server import locked
 
 #: Display order of the main tab's settings (a setting a Part I model reads and not
 #: listed here is shown after them, in the order of ``Settings``).
@@ -131,9 +132,10 @@ class Controls(pn.viewable.Viewer):
         self.play = pn.widgets.Toggle.from_param(
             d.param.playing, label="▶ Play / ❚❚ Pause", color="success")
         self.step = pn.widgets.Button(label="Step", color="primary")
-        self.step.on_click(lambda _: d.step_once())
+        # Buttons change Bokeh models: their handlers run under the document lock
+        self.step.on_click(locked(lambda _: d.step_once()))
         self.reset = pn.widgets.Button(label="Reset", color="warning")
-        self.reset.on_click(lambda _: d.reset())
+        self.reset.on_click(locked(lambda _: d.reset()))
         self.steps_per_frame = pn.widgets.IntSlider.from_param(
             d.param.steps_per_frame, label="Steps per frame")
         self.compare = pn.widgets.Checkbox.from_param(
@@ -142,15 +144,25 @@ class Controls(pn.viewable.Viewer):
                                                    sizing_mode="stretch_width")
         self.load_preset = pn.widgets.Button(label="Load preset", color="primary",
                                              sizing_mode="stretch_width")
-        self.load_preset.on_click(lambda _: d.load_preset())
+        self.load_preset.on_click(locked(lambda _: d.load_preset()))
+        # the settings box shows the current settings of the model (live); a pasted
+        # object may give only some of them
         self.paste = pn.widgets.TextAreaInput(
-            label="Paste settings (JSON)", value=d.settings_json(), height=120,
-            max_length=MAX_PASTE, sizing_mode="stretch_width")
-        self.apply_paste = pn.widgets.Button(label="Apply pasted settings", color="primary",
-                                             sizing_mode="stretch_width")
-        self.apply_paste.on_click(lambda _: d.apply_settings_json(self.paste.value))
+            label="Settings (JSON: edit or paste some, then apply)", value=d.settings_json(),
+            height=120, max_length=MAX_PASTE, sizing_mode="stretch_width")
+        self._settings_json = d.settings_json
+        self.apply_paste = pn.widgets.Button(
+            label="Apply pasted settings", color="primary", sizing_mode="stretch_width",
+            description="Set the settings given in the box (the others keep their values) "
+                        "and restart the run")
+        self.apply_paste.on_click(locked(lambda _: d.apply_settings_json(self.paste.value)))
         self.settings.param.watch(lambda *_: self.update_visibility(), ["model", "path"])
+        self.settings.param.watch(self._show_settings, Settings.names())
         self.update_visibility()
+
+    def _show_settings(self, *events) -> None:
+        """Keep the settings box on the current settings."""
+        self.paste.value = self._settings_json()
 
     def update_visibility(self) -> None:
         """Hide the controls that do not apply to the selected model and path."""

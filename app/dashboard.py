@@ -54,6 +54,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         doc="Run the reduced (softmax-slaved) model beside the selected one (restarts the run).")
 
     _ready = False  # True once every panel exists (watchers wait for it)
+    _batch = False  # settings are being changed together: restart once, at the end
     _run_error = False  # the notice shows an error of the run (cleared by Reset)
 
     def __init__(self, query=None, **params):
@@ -84,7 +85,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
                                         sizing_mode="stretch_width")
         self.downloads = export.download_buttons(self)
-        self.links = TheoryLinks(on_link=self.show_theory)
+        self.links = TheoryLinks(on_link=server.locked(self.show_theory))
         self.theory = None  # built when first shown
         self.tabs = None
         self.settings.param.watch(self._on_setting, Settings.names())
@@ -106,8 +107,13 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     def _on_setting(self, *events):
         """A setting changed: the simulation decides whether that restarts the run
         (:meth:`dynamics.Simulation.sync`); a restart resets the plots, a continued run
-        shows the change on the current state."""
+        shows the change on the current state. Settings changed together (a preset,
+        pasted settings) restart the run once, when all are set (:meth:`_changing`)."""
         if not self._ready:
+            return
+        if not self._from_preset and any(e.name == "model" for e in events):
+            self._forget_preset()  # its caption and quench describe another model
+        if self._batch:
             return
         if self.sim.sync() == "restart":
             self.reset()
@@ -137,7 +143,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         else:
             self.reference = self.reference_settings = None
         self.timeseries.show_distance(self.compare)
-        self.reset()
+        if not self._batch:
+            self.reset()
 
     def _start_reference(self):
         self.reference_settings = self.settings.copy(model=COMPARISON_MODEL)
@@ -162,9 +169,9 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         n, d = self.settings.n_tokens, self.settings.dim
         per_frame = 8 * (3 * n * n + 2 * n * d + 32)
         self.history = deque(maxlen=int(min(5000, max(50, HISTORY_BYTES // per_frame))))
-        self.timeseries.set_model(self.settings.model)
         self._ticks.clear()
         with pn.io.hold():
+            self.timeseries.set_model(self.settings.model)
             self.timeseries.clear()
             self.trajectories.clear()
             self._show(self.sim.frame(),

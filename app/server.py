@@ -10,14 +10,17 @@ Nothing here knows what a dashboard shows; :class:`app.dashboard.Dashboard` call
   their reference cycles and hand the freed heap back to the OS (glibc ``malloc_trim``).
 * :func:`release_links`: drop a closed session's widgets from Panel's class-level
   registry of JS callbacks, which would otherwise keep the whole session alive.
+* :func:`locked`: run a button's callback under the session's document lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import gc
 import weakref
+from collections.abc import Callable
 
 #: Sessions of this process that started a periodic callback: objects with a
 #: ``periodic_callback`` attribute (a ``panel.io.callbacks.PeriodicCallback`` or None).
@@ -28,6 +31,42 @@ _WITH_CALLBACK: weakref.WeakSet = weakref.WeakSet()
 #: Bokeh has dropped the session's document; several sessions ending together share one).
 MEMORY_RETURN_DELAY = 2.0
 _memory_return_pending = False
+
+
+# -- callbacks that change Bokeh models ----------------------------------------------
+def locked(callback: Callable) -> Callable:
+    """``callback`` wrapped to run under the session's document lock.
+
+    Panel runs a button's click handler *outside* Bokeh's document lock whenever a
+    widget change is still pending (typed text, a slider just moved: the click then
+    waits for that change in an asyncio task of its own). A handler changing Bokeh
+    models there fails in the server (``RuntimeError: _pending_writes should be
+    non-None …``) half-way through, leaving the plots of the old run. The wrapper
+    schedules the call on the session's next tick, which holds the lock; without a
+    server session (tests, a notebook) it calls at once.
+
+    Parameters
+    ----------
+    callback : callable
+        Called with the wrapper's arguments; its return value is returned only when it
+        runs at once (else None).
+
+    Returns
+    -------
+    callable
+    """
+    import panel as pn
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        doc = pn.state.curdoc
+        session = getattr(getattr(doc, "session_context", None), "session", None)
+        if session is None:
+            return callback(*args, **kwargs)
+        pn.state.execute(functools.partial(callback, *args, **kwargs), schedule=True)
+        return None
+
+    return run
 
 
 # -- registry of sessions with a periodic callback ------------------------------------

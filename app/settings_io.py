@@ -11,6 +11,7 @@ one rule on models (:func:`app.models.main_model_problem`).
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import panel as pn
 import param
@@ -18,8 +19,8 @@ import param
 from dynamics import Settings
 
 from . import presets, urlstate
-from .controls import MAX_PASTE
-from .models import main_model_problem, spec
+from .controls import MAX_PASTE, shown_settings
+from .models import applies, main_model_problem, spec
 
 #: Dashboard parameters that are also synced to the URL.
 VIEW_PARAMS = ("steps_per_frame", "compare")
@@ -42,6 +43,71 @@ def theory_link(model: str) -> str:
     return f"[Theory page: {s.title} ▸](#{s.section})"
 
 
+def used_settings(settings: Settings) -> dict:
+    """The settings the selected model and path use, in the order of the controls.
+
+    Parameters
+    ----------
+    settings : dynamics.Settings
+
+    Returns
+    -------
+    dict
+        ``{name: value}`` of every shown setting that applies
+        (:func:`app.models.applies`): what the settings box shows.
+    """
+    return {k: getattr(settings, k) for k in shown_settings() if applies(k, settings)}
+
+
+def parse_pasted(text, current: Settings) -> tuple[dict, tuple | None, list[str]]:
+    """Pasted settings checked against the current ones.
+
+    Parameters
+    ----------
+    text : str
+        A JSON object of some settings.
+    current : dynamics.Settings
+        The settings the keys not given keep.
+
+    Returns
+    -------
+    values : dict
+        The settings to apply: the given ones the resulting model uses.
+    unused : tuple or None
+        ``(what, names)``: the given settings the resulting model (``what``, e.g.
+        ``"the Canonical model"``) does not use and whose value differs from the current
+        one (not applied); None when there are none.
+    problems : list of str
+        Why nothing can be applied (empty when the text is fine): not JSON, not an
+        object, nothing given, unknown, mistyped or out-of-range entries, a model the
+        main tab does not run.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return {}, None, ["nothing pasted: paste a JSON object of settings"]
+    if len(text) > MAX_PASTE:
+        return {}, None, [f"the text is too long ({len(text)} characters, at most {MAX_PASTE})"]
+    try:
+        mapping = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        return {}, None, [f"not valid JSON: {err}"]
+    if mapping == {}:
+        return {}, None, ["no settings given: the object is empty"]
+    values, problems = Settings.check(mapping)
+    problem = main_model_problem(values["model"]) if "model" in values else None
+    if problem:
+        problems.append(problem)
+    if problems:
+        return {}, None, problems
+    target = current.copy(**{k: v for k, v in values.items() if k in ("model", "path")})
+    unused = [k for k in values if not applies(k, target)]
+    changed = [k for k in unused if values[k] != getattr(current, k)]
+    what = f"the {spec(target.model).title} model"
+    if "path" in spec(target.model).reads():
+        what += f" on the {target.path} path"
+    return ({k: v for k, v in values.items() if k not in unused},
+            (what, tuple(changed)) if changed else None, [])
+
+
 class SettingsIO(param.Parameterized):
     """URL query, presets and pasted settings of the dashboard.
 
@@ -52,6 +118,8 @@ class SettingsIO(param.Parameterized):
     preset = param.Selector(default=None, objects=[], allow_None=True,
                             doc="A preset tied to a statement of the Theory page.")
     notice = param.String(default="", doc="Message for the user (bad preset or URL, errors).")
+
+    _from_preset = False  # the settings being changed are a preset's (its caption stays)
 
     def _init_presets(self) -> list[str]:
         """Load the presets into the menu; returns messages (presets not available)."""
@@ -66,6 +134,23 @@ class SettingsIO(param.Parameterized):
         if self._presets and self.preset is None:
             self.preset = self._preset_names[0]
         return notices
+
+    @contextmanager
+    def _changing(self, preset: bool = False):
+        """Change several settings inside the block; the run restarts once, after it.
+
+        The dashboard's watcher of the settings waits (``_batch``) until every setting
+        of a preset or of pasted settings is set, so the run restarts from the new
+        settings once and the plots are reset once. ``preset``: the change is a preset's
+        (its caption stays; a change of the model by any other source removes it).
+        """
+        self._batch, self._from_preset = True, preset
+        try:
+            with param.parameterized.batch_call_watchers(self.settings):
+                yield
+        finally:
+            self._batch = self._from_preset = False
+        self.reset()
 
     # -- URL -----------------------------------------------------------------
     def _query_parameters(self) -> dict:
@@ -120,16 +205,20 @@ class SettingsIO(param.Parameterized):
             self._show_notice()
             return False
         values = presets.preset_values(preset)
-        with param.parameterized.batch_call_watchers(self.settings):
+        with self._changing(preset=True):
             self.settings.param.update(**values)
-        self._quench = dict(preset["quench"]) if "quench" in preset else None
-        self.compare = preset.get("compare", False)
-        self.caption.object = (f"**{preset['name']}** — {preset['caption']}  \n"
-                               f"{theory_link(values['model'])}")
-        self.notice = ""
-        self._show_notice()
-        self.reset()
+            self.compare = preset.get("compare", False)
+            self._quench = dict(preset["quench"]) if "quench" in preset else None
+            self.caption.object = (f"**{preset['name']}** — {preset['caption']}  \n"
+                                   f"{theory_link(values['model'])}")
+            self.notice = ""
+            self._show_notice()
         return True
+
+    def _forget_preset(self) -> None:
+        """The model changed by hand: the preset's caption and pending quench go."""
+        self.caption.object = ""
+        self._quench = None
 
     def _apply_quench(self):
         q = self._quench
@@ -142,16 +231,19 @@ class SettingsIO(param.Parameterized):
 
     # -- pasted JSON -----------------------------------------------------------
     def settings_json(self) -> str:
-        """The current settings as the JSON object :meth:`apply_settings_json` takes."""
-        return json.dumps(self.settings.values(), indent=1)
+        """The current settings as the JSON object :meth:`apply_settings_json` takes: the
+        settings the selected model (and path) uses, in the order of the controls."""
+        return json.dumps(used_settings(self.settings), indent=1)
 
     def apply_settings_json(self, text: str) -> bool:
-        """Apply pasted settings (a JSON object of every setting); refuse it whole if invalid.
+        """Apply pasted settings (a JSON object of some settings) and restart the run.
 
-        The text is parsed with ``json.loads`` (data only, nothing is evaluated) and
-        checked by ``Settings.check`` and the main tab's rule on models: every missing,
-        unknown, mistyped or out-of-range entry is listed in the notice and nothing
-        changes.
+        Only the keys given change; the others keep their current values. The text is
+        parsed with ``json.loads`` (data only, nothing is evaluated) and checked by
+        ``Settings.check`` and the main tab's rule on models (:func:`parse_pasted`): an
+        unknown, mistyped or out-of-range entry refuses the whole text, every problem
+        listed in the notice. A setting the resulting model does not use is not applied,
+        and named in the notice when its value would have changed.
 
         Parameters
         ----------
@@ -163,29 +255,15 @@ class SettingsIO(param.Parameterized):
         bool
             Whether the settings were applied (the run then restarts).
         """
-        problems = []
-        if not isinstance(text, str) or not text.strip():
-            problems.append("nothing pasted: paste a JSON object of settings")
-        elif len(text) > MAX_PASTE:
-            problems.append(f"the text is too long ({len(text)} characters, at most {MAX_PASTE})")
-        else:
-            try:
-                mapping = json.loads(text)
-            except (ValueError, RecursionError) as err:
-                problems.append(f"not valid JSON: {err}")
-            else:
-                values, problems = Settings.check(mapping, require_all=True)
-                problem = None if problems else main_model_problem(values["model"])
-                if problem:
-                    problems.append(problem)
+        values, unused, problems = parse_pasted(text, self.settings)
         if problems:
             self.notice = "pasted settings not applied:\n" + "\n".join(f"- {p}" for p in problems)
             return False
         self._quench = None
-        with param.parameterized.batch_call_watchers(self.settings):
+        with self._changing():
             self.settings.param.update(**values)
-        self.notice = ""
-        self.reset()
+        self.notice = (f"pasted settings applied; not applied, as {unused[0]} does not use "
+                       f"them: {', '.join(unused[1])}" if unused else "")
         return True
 
     @param.depends("notice", watch=True)
