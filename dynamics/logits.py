@@ -3,7 +3,7 @@
 * :func:`logit_step` — the exact exponential step of ``dZ/dt = γS − λZ`` over one step,
   exact for scores linear in time (order 2 otherwise).
 * :func:`exp_trapezoid` — weights of ``∫ e^{−λ(h−s)} q(s) ds`` for linear ``q`` (the
-  tracking bound's update).
+  tracking bound's update); :func:`exp_quadratic` for quadratic ``q`` (its stiff steps).
 """
 
 from __future__ import annotations
@@ -92,6 +92,25 @@ def exp_trapezoid(lam, h):
     x = lam * h
     chi = 0.5 - x / 6.0 + x * x / 24.0 if x < 1e-4 else psi(x) / x
     return h * (phi1(x) - chi), h * chi
+
+
+def exp_quadratic(lam, h):
+    """Weights ``(w₋₁, w₀, w₁)`` with ``∫₀ʰ e^{−λ(h−s)} q(s) ds = w₋₁ q(−h) + w₀ q(0) + w₁ q(h)``
+    for quadratic q: the tracking bound's update on a stiff step, from the previous step's
+    value as well. There the bound is ``(q − q′/λ + …)/λ``; the linear rule of
+    :func:`exp_trapezoid` takes ``q′`` at the step's middle and errs by ``h q″/(2λ²)``."""
+    x = lam * h
+    if x < 1e-2:  # series of the moments ∫₀¹ e^{−xτ} τ^k dτ, k = 0, 1, 2
+        m0 = 1.0 - x / 2.0 + x * x / 6.0 - x**3 / 24.0
+        nu1 = 0.5 - x / 3.0 + x * x / 8.0 - x**3 / 30.0
+        nu2 = 1.0 / 3.0 - x / 4.0 + x * x / 10.0 - x**3 / 36.0
+    else:
+        E = math.exp(-x)
+        m0 = -math.expm1(-x) / x
+        nu1 = (1.0 - E * (1.0 + x)) / (x * x)
+        nu2 = (2.0 - E * (x * x + 2.0 * x + 2.0)) / x**3
+    m1, m2 = m0 - nu1, m0 - 2.0 * nu1 + nu2  # ∫₀¹ e^{−x(1−σ)} σ^k dσ
+    return 0.5 * h * (m2 - m1), h * (m0 - m2), 0.5 * h * (m2 + m1)
 
 
 def logit_dissipation_rate(A, Z, S, beta, lam, work):

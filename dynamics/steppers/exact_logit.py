@@ -2,10 +2,14 @@
 
 Logits: ``Z₁ = E Z₀ + β(1 − E) S₀ + β ψ(λh)(S₁ − S₀)`` — exact for scores linear in
 time, order 2 otherwise. Work ``−∫⟨A, dS/dt⟩`` and dissipation ``∫D`` by the trapezoidal
-rule while the relaxation is resolved (``λh`` ≤ 0.05), else along the step's Strang
-companion (relax h/2, move the scores with ``A`` frozen, relax h/2), exact for frozen
-scores at any ``λh``. A jump of the path is stepped onto, and its work (with attention
-frozen) is added exactly.
+rule; on a stiff step (``λh`` above 0.05) plus the share of the transient of attention
+towards its lagged target that the rule misses (:mod:`.transient`): to first order while
+attention tracks that target, else (a fast transient) from the step's mean attention
+integrated in ``u = e^{−λs}``, the dissipation then from the free-energy balance along the
+step's path. The tracking bound's update integrates ``osc(dS/dt)`` linear over the step, on
+a stiff step quadratic through the previous step's value (its lag ``q/λ − q′/λ²`` needs
+``q′`` at the step's end). A jump of the path is stepped onto, and its work (with
+attention frozen) is added exactly.
 """
 
 from __future__ import annotations
@@ -16,12 +20,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import energy as en
-from ..logits import exp_trapezoid, logit_dissipation_rate, logit_step
+from ..logits import exp_quadratic, exp_trapezoid, logit_dissipation_rate, logit_step
 from ..models.part_one import score_rate
-from ..relaxation import relaxation_averages
 from ..state import State
 from ..workspace import Workspace
 from .base import Stepper
+from .transient import (
+    lagged_start,
+    path_dissipation,
+    tracking_correction,
+    tracks,
+    transient_mean,
+)
 
 #: Above this λh the steps integrate the relaxation's transients exactly (in u = e^{−λs});
 #: below it the trapezoidal rule is second order.
@@ -30,11 +40,13 @@ STIFF_LAMBDA_H = 0.05
 
 @dataclass(frozen=True)
 class LogitCarry:
-    """What the next step reuses: ``D``, ``⟨A, dS/dt⟩`` and ``osc(dS/dt)`` at the state."""
+    """What the next step reuses: ``D``, ``⟨A, dS/dt⟩`` and ``osc(dS/dt)`` at the state, and
+    ``(h, osc(dS/dt))`` one step of ``h`` before it (a stiff step's tracking bound)."""
 
     D: float | None = None
     A_S_dot: float | None = None
     osc_S_dot: np.ndarray | None = None
+    before: tuple | None = None
 
 
 class ExactLogit(Stepper):
@@ -62,36 +74,30 @@ class ExactLogit(Stepper):
         S1_dot = score_rate(X1, X1_dot, prob.M, X1M)
         Z1 = logit_step(st.Z, st.S, S1, beta, lam, h)
         A1 = en.rowsoftmax(Z1, centred=True)
-        D1 = None
-        if lam * h > STIFF_LAMBDA_H:
-            # Work and dissipation along the Strang companion of the step, exact for
-            # frozen scores at any λh.
-            shape = st.Z.shape
-            Zh, Ah, _, _, _, mean_d1 = relaxation_averages(
-                st.Z, st.S, beta, lam, h / 2, st.A, D0=carry.D, mean_A=False,
-                work=work_, out=(work_.get("att.Zh", shape), work_.get("att.Ah", shape)))
-            dS = np.subtract(S1, st.S, out=work_.get("att.dS", shape))
-            work = -float(np.vdot(Ah, dS))
-            _, _, _, _, _, mean_d2 = relaxation_averages(
-                Zh, S1, beta, lam, h / 2, Ah, mean_A=False, work=work_,
-                out=(work_.get("att.Z2", shape), work_.get("att.A2", shape)))
-            d1, d2 = 0.5 * h * mean_d1, 0.5 * h * mean_d2
-            a_sdot1 = float(np.vdot(A1, S1_dot))
-        else:  # trapezoidal rule: second order while the relaxation is resolved
-            D0 = carry.D if carry.D is not None else logit_dissipation_rate(
-                st.A, st.Z, st.S, beta, lam, work_)
-            D1 = logit_dissipation_rate(A1, Z1, S1, beta, lam, work_)
-            d1, d2 = 0.5 * h * (D0 + D1), 0.0
-            a_sdot0 = carry.A_S_dot
-            if a_sdot0 is None:
-                a_sdot0 = float(np.vdot(st.A, st.S_dot))
-            a_sdot1 = float(np.vdot(A1, S1_dot))
-            work = -0.5 * h * (a_sdot0 + a_sdot1)
+        D0 = carry.D if carry.D is not None else logit_dissipation_rate(
+            st.A, st.Z, st.S, beta, lam, work_)
+        D1 = logit_dissipation_rate(A1, Z1, S1, beta, lam, work_)
+        a_sdot0 = carry.A_S_dot
+        if a_sdot0 is None:
+            a_sdot0 = float(np.vdot(st.A, st.S_dot))
+        a_sdot1 = float(np.vdot(A1, S1_dot))
+        # trapezoidal rule: second order while the relaxation is resolved, and at any λh
+        # for the slow motion of attention on its lagged target
+        work = -0.5 * h * (a_sdot0 + a_sdot1)
+        dissipated = 0.5 * h * (D0 + D1)
+        if lam * h > STIFF_LAMBDA_H:  # the share of the transient the rule misses
+            work, dissipated = self._transient(st, t1, Z1, S1, A1, a_sdot0, a_sdot1, h,
+                                               work, dissipated)
         osc0 = carry.osc_S_dot
         osc0 = en.oscillation(st.S_dot) if osc0 is None else osc0
         osc1 = en.oscillation(S1_dot)
-        w0, w1 = exp_trapezoid(lam, h)
-        B = math.exp(-lam * h) * st.B + beta * (w0 * osc0 + w1 * osc1)
+        B = math.exp(-lam * h) * st.B
+        if lam * h > STIFF_LAMBDA_H and carry.before is not None and carry.before[0] == h:
+            wb, w0, w1 = exp_quadratic(lam, h)  # B lags osc(dS/dt) by 1/λ: from q″ too
+            B += beta * (wb * carry.before[1] + w0 * osc0 + w1 * osc1)
+        else:
+            w0, w1 = exp_trapezoid(lam, h)
+            B += beta * (w0 * osc0 + w1 * osc1)
         if jump is not None:  # the jump does work with attention frozen
             X1, X1_dot = path(t1)
             S_new = en.scores(X1, prob.M)
@@ -100,7 +106,32 @@ class ExactLogit(Stepper):
             S1, S1_dot = S_new, score_rate(X1, X1_dot, prob.M)
             new_carry = LogitCarry()
         else:
-            new_carry = LogitCarry(D=D1, A_S_dot=a_sdot1, osc_S_dot=osc1)
+            new_carry = LogitCarry(D=D1, A_S_dot=a_sdot1, osc_S_dot=osc1, before=(h, osc0))
         new = State(t=t1, X=X1, P=st.P, Z=Z1, A=A1, S=S1, S_dot=S1_dot, B=B,
-                    dissipated=st.dissipated + d1 + d2, work=st.work + work)
+                    dissipated=st.dissipated + dissipated, work=st.work + work)
         return new, new_carry
+
+    def _transient(self, st, t1, Z1, S1, A1, a_sdot0, a_sdot1, h, work, dissipated):
+        """Work and dissipation of a stiff step with the transient of attention towards its
+        lagged target (:mod:`.transient`): the trapezoidal rule's ``work`` and
+        ``dissipated`` corrected to first order in the transient while attention tracks
+        that target; else Simpson's rule on the step's path (``dS/dt`` from the path at the
+        middle) plus the rest of the mean attention, and ``∫D`` from the balance."""
+        prob, work_ = self.problem, self.work
+        beta, lam, shape = prob.beta, prob.relaxation_rate, st.Z.shape
+        ell = -beta / (lam * h)
+        W0 = lagged_start(st.Z, st.S, S1, beta, ell, work_.get("att.W0", shape))
+        dS = np.subtract(S1, st.S, out=work_.get("att.dS", shape))
+        # the transient's share of the mean attention, at the start: weighted with dS/dt(t₀)
+        if tracks(W0, work_.get("att.dev", shape), lam * h):
+            tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, ell, work_)
+            return work - h * tr.mean_gain(st.S_dot), dissipated + h * tr.mean_D
+        A_mean, A_half = transient_mean(st.Z, st.S, S1, st.A, A1, W0, beta, lam, h, work_,
+                                        "att")
+        X_half, X_half_dot = prob.path(t1 - 0.5 * h)
+        a_sdot_half = float(np.vdot(A_half, score_rate(X_half, X_half_dot, prob.M)))
+        rest = A_mean - (st.A + 4.0 * A_half + A1) / 6.0
+        work = (-h / 6.0 * (a_sdot0 + 4.0 * a_sdot_half + a_sdot1)
+                - h * float(np.vdot(rest, st.S_dot)))
+        dissipated = path_dissipation(st.Z, st.S, st.A, Z1, S1, A1, A_mean, beta)
+        return work, dissipated
