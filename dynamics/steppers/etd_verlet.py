@@ -3,16 +3,19 @@ value-matching models).
 
 Features: kick, drift, kick. Logits: the exact step with the effective scores linear in
 time between both ends, so the lag ``−βṠ/λ`` of attention behind its target is resolved
-for any ``λh`` (no order reduction as the relaxation stiffens). While attention tracks
-its lagged target (or λh is small) the kicks and the dissipation use the trapezoidal
-rule. A stiff step far from that target (a fast transient) uses the attention averaged
-over the step instead: the composite trapezoid of ``A`` at ``t, t + h/2, t + h`` plus the
-deviation of a frozen relaxation towards the lagged target from its own composite
-trapezoid, which carries the transient exactly; dissipation alike.
+for any ``λh`` (no order reduction as the relaxation stiffens). The kicks and the
+dissipation use the trapezoidal rule, plus on a stiff step the share of the transient of
+attention towards its lagged target that the rule misses (:mod:`.transient`): to first
+order while attention tracks that target, else (a fast transient from a distant start)
+the mean attention of the step integrated in ``u = e^{−λs}``, which corrects the second
+kick, and the dissipation from the free-energy balance along the step's path.
 
 The scheme calls the model's force ``problem.force(X, A, XM, XMt) -> (Ṗ, G)``; when the
 effective scores depend on attention (``problem.attention_feedback``: value matching,
-``Ŝ = G Xᵀ``) it predicts ``A`` at the end first, and sub-steps when that feedback is stiff.
+``Ŝ = G Xᵀ``) it predicts ``A`` at the end first, and solves the feedback implicitly
+(:mod:`.feedback`) on a stiff step or when it is strong; a fast transient of a stiff step
+is taken in sub-steps that resolve it (:meth:`EtdVerlet.graded`). Its ``Ŝ`` at the end of
+a step (from the attention reached, not the prediction) is carried to the next.
 """
 
 from __future__ import annotations
@@ -23,44 +26,32 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import energy as en
-from ..energy import _max_reduce
 from ..logits import (
-    axpy,
+    exp_quadratic,
     exp_trapezoid,
     logit_coefficients,
     logit_dissipation_rate,
     logit_step,
 )
-from ..relaxation import relaxation_averages
 from ..state import State
 from ..workspace import Owned, Workspace
-from .base import DeferredOverflow, Stepper, TooStiff
+from .base import DeferredOverflow, Stepper
 from .exact_logit import STIFF_LAMBDA_H
+from .feedback import feedback_work, implicit_step
+from .transient import (
+    lagged_start,
+    path_dissipation,
+    tracking_correction,
+    tracks,
+    transient_mean,
+)
 
-#: Logits within this oscillation of their lagged target carry no transient.
-TRANSIENT_OSC = 1e-2
-#: Largest step × attention-feedback gain before sub-stepping.
+#: Largest step × attention-feedback gain the explicit prediction of value matching takes.
 FEEDBACK_GAIN_STEP = 0.25
-#: Most sub-steps one step may take.
-MAX_SUBSTEPS = 100
-#: Arrays up to this size try the quick sufficient test of :func:`tracks` first.
-QUICK_TRACK_SIZE = 4096
-
-
-def tracks(W0, dev) -> bool:
-    """Whether every row oscillation of ``W0`` is at most :data:`TRANSIENT_OSC`.
-
-    Small arrays first try the sufficient test ``max_ij |W0_ij − W0_i0| ≤ 0.49 osc``
-    (one full reduction instead of two row reductions and a third): with rounding, both
-    halves of the oscillation then stay below half the limit. The exact test decides
-    whenever it fails, so the answer is always that of the exact test. ``dev`` is scratch
-    shaped like ``W0``.
-    """
-    if W0.size <= QUICK_TRACK_SIZE:
-        dev = np.subtract(W0, W0[:, :1], out=dev)
-        if float(_max_reduce(np.abs(dev, out=dev), None)) <= 0.49 * TRANSIENT_OSC:
-            return True
-    return float(_max_reduce(en.oscillation(W0), None)) <= TRANSIENT_OSC
+#: Value matching's fast transients on steps with λh at least ``GRADED_LAMBDA_H``: in
+#: sub-steps, the first of ``GRADED_FIRST`` times the time of their decay, ``1/(λ + gain)``.
+GRADED_FIRST = 0.25
+GRADED_LAMBDA_H = 0.25
 
 
 @dataclass(frozen=True)
@@ -76,6 +67,8 @@ class Constants:
     w0: float  # β × the exponential trapezoid weights
     w1: float
     MMt: np.ndarray  # [M, Mᵀ], shape (d, 2d)
+    #: β × the weights of :func:`~dynamics.logits.exp_quadratic` (stiff steps), or None
+    wq: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -93,14 +86,17 @@ class Pending:
 
 @dataclass(frozen=True)
 class VerletCarry:
-    """What the next step reuses: the force at the state, value matching's ``G`` and the
-    dissipation rate ``D`` (canonical)."""
+    """What the next step reuses: the force at the state, value matching's ``G`` and
+    ``Ŝ = G Xᵀ``, and the dissipation rate ``D``."""
 
     force: np.ndarray | None = None
     G: np.ndarray | None = None
     D: float | None = None
+    S_hat: np.ndarray | None = None
     #: ``osc(dS/dt)`` at the state, shape (N,) (tracked steps)
     osc_S_dot: np.ndarray | None = None
+    #: ``(h, osc(dS/dt))`` one step of ``h`` before the state (tracked stiff steps)
+    osc_before: tuple | None = None
     #: steps whose ``dS/dt`` and bound wait for :meth:`TrackedEtdVerlet.finish`
     pending: Pending | None = None
 
@@ -130,58 +126,75 @@ class EtdVerlet(Stepper):
         prob = self.problem
         beta, lam = prob.beta, prob.relaxation_rate
         w0, w1 = exp_trapezoid(lam, h)
+        wq = tuple(beta * w for w in exp_quadratic(lam, h)) if lam * h > STIFF_LAMBDA_H else None
         c = self._constants = Constants(
             h=h, beta=beta, lam=lam, logit=logit_coefficients(beta, lam, h),
             lag=-(beta / (lam * h)), decay=math.exp(-lam * h), w0=beta * w0, w1=beta * w1,
-            MMt=np.concatenate((prob.M, prob.M.T), axis=1))
+            MMt=np.concatenate((prob.M, prob.M.T), axis=1), wq=wq)
         return c
 
-    def substeps(self, st, h) -> int:
-        """Sub-steps of a step: value matching feeds attention back into its own target;
-        the logit Jacobian holds ``−γκ (diag A_i − A_iA_iᵀ) X W_VᵀW_V Xᵀ``, whose norm is at
-        most ``γκ max(A) ‖X W_Vᵀ‖₂²``; sub-step so that this gain × step stays below 1/4."""
+    def feedback_gain(self, st) -> float:
+        """Gain of value matching's attention feedback: the logit Jacobian holds
+        ``−γκ (diag A_i − A_iA_iᵀ) X W_VᵀW_V Xᵀ``, whose norm is at most
+        ``γκ max(A) ‖X W_Vᵀ‖₂²`` (0 without feedback)."""
         prob = self.problem
         if not (prob.attention_feedback and prob.kappa > 0):
-            return 1
+            return 0.0
         XW = st.X @ prob.W_V.T  # ‖XW_Vᵀ‖₂² = λ_max of the d×d Gram matrix
-        gain = (prob.gamma * prob.kappa * float(st.A.max())
+        return (prob.gamma * prob.kappa * float(st.A.max())
                 * float(np.linalg.eigvalsh(XW.T @ XW)[-1]))
-        n_sub = max(1, int(math.ceil(gain * h / FEEDBACK_GAIN_STEP)))
-        if n_sub > MAX_SUBSTEPS:
-            raise TooStiff(
-                f"value matching too stiff: γκ max(A)‖X W_Vᵀ‖² dt = {gain * h:.3g} needs "
-                f"{n_sub} sub-steps (max {MAX_SUBSTEPS}); lower dt, γ or κ")
-        return n_sub
 
     def step(self, st, carry, h):
-        n_sub = self.substeps(st, h)
-        if n_sub == 1:
-            X1, P1, Z1, A1, S1, carry1, X1M, dissipated = self.verlet(st, carry, h, ())
-        else:
-            dissipated, sub, sub_carry = 0.0, st, carry
-            for _ in range(n_sub):
-                busy = (st.S, st.Z, st.A, sub.S, sub.Z, sub.A)
-                X1, P1, Z1, A1, S1, sub_carry, X1M, d = self.verlet(sub, sub_carry, h / n_sub,
-                                                                    busy)
-                dissipated += d
-                sub = State(t=sub.t, X=X1, P=P1, Z=Z1, A=A1, S=S1)
-            carry1 = sub_carry
+        gain = self.feedback_gain(st)
+        X1, P1, Z1, A1, S1, carry1, X1M, dissipated, transient = self.verlet(st, carry, h,
+                                                                             gain=gain)
+        lam = self.problem.relaxation_rate
+        if transient and gain > 0.0 and lam * h >= GRADED_LAMBDA_H:
+            X1, P1, Z1, A1, S1, carry1, X1M, dissipated = self.graded(st, carry, h,
+                                                                      lam + gain)
         new = State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=st.S_dot, B=st.B,
                     dissipated=st.dissipated + dissipated, work=st.work)
         return self.track(st, carry, new, carry1, X1M, h)
+
+    def graded(self, st, carry, h, rate):
+        """A step of value matching with a fast transient (``λh`` at least
+        ``GRADED_LAMBDA_H``), in sub-steps that resolve it: the first of
+        ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as long. The feedback
+        speeds the transient's decay up, which the frozen relaxation of :mod:`.transient`
+        leaves out. Returns what :meth:`verlet` returns, without its flag."""
+        dissipated, sub, sub_carry, t = 0.0, st, carry, 0.0
+        delta = GRADED_FIRST / rate
+        while t < h:
+            delta = min(delta, h - t)
+            if h - t - delta < 1e-3 * delta:  # no sliver of a last sub-step
+                delta = h - t
+            busy = (st.S, st.Z, st.A, carry.S_hat, sub.S, sub.Z, sub.A, sub_carry.S_hat)
+            X1, P1, Z1, A1, S1, sub_carry, X1M, d, _ = self.verlet(
+                sub, sub_carry, delta, busy, gain=self.feedback_gain(sub))
+            dissipated += d
+            t += delta
+            sub = State(t=st.t + t, X=X1, P=P1, Z=Z1, A=A1, S=S1)
+            delta *= 2.0
+        return X1, P1, Z1, A1, S1, sub_carry, X1M, dissipated
 
     def track(self, st, carry, new, new_carry, X1M, h):
         """Hook for the tracking bound (see :class:`TrackedEtdVerlet`)."""
         return new, new_carry
 
-    def verlet(self, st, carry, h, busy):
-        """One step without sub-steps. Returns ``X₁, P₁, Z₁, A₁, S₁``, the new carry,
-        ``X₁M`` and the energy dissipated."""
+    def verlet(self, st, carry, h, busy=(), gain=0.0):
+        """One step. Returns ``X₁, P₁, Z₁, A₁, S₁``, the new carry, ``X₁M``, the energy
+        dissipated and whether the step carried a fast transient. ``busy``: arrays the
+        stepper's ring must not hand out (those of the state a sub-step started from);
+        ``gain``: :meth:`feedback_gain` at ``st``; value matching solves its feedback
+        implicitly on a stiff step (``λh`` above ``STIFF_LAMBDA_H``) or when
+        ``gain·h`` exceeds ``FEEDBACK_GAIN_STEP``."""
         prob, work = self.problem, self.work
         c = self.constants(h)
         beta, lam, tau, coef = c.beta, c.lam, 0.5 * h, c.logit
         shape = st.Z.shape
         vm = prob.attention_feedback
+        stiff = lam * h > STIFF_LAMBDA_H
+        predicted = False  # value matching's Ŝ₁ from a prediction of A₁
         force0, G0 = carry.force, carry.G
         if force0 is None or (vm and G0 is None):
             force0, G0 = prob.force(st.X, st.A)
@@ -202,65 +215,56 @@ class EtdVerlet(Stepper):
 
         S1 = np.matmul(X1M, X1.T, out=owned("etd.S"))
         if vm:  # Ŝ depends on A: predict A at the end first
-            S_hat0 = np.matmul(G0, st.X.T, out=work.get("vm.S0", shape))
+            S_hat0 = carry.S_hat
+            if S_hat0 is None:
+                S_hat0 = np.matmul(G0, st.X.T, out=work.get("vm.S0", shape))
             A_pred = logit_step(st.Z, S_hat0, S_hat0, beta, lam, h, out=work.get("vm.A", shape),
                                 coef=coef)
             A_pred = en.rowsoftmax(A_pred, centred=True, out=A_pred)
-            R_pred = X1 - A_pred @ (X1 @ prob.W_V.T)
-            S_hat1 = np.matmul(X1M + prob.kappa * (R_pred @ prob.W_V), X1.T,
-                               out=work.get("vm.S1", shape))
+            predicted = not (stiff or gain * h > FEEDBACK_GAIN_STEP)
+            if not predicted:
+                Z1, A1, S_hat1 = implicit_step(
+                    prob, st.Z, S_hat0, X1, X1M, A_pred, coef, work,
+                    (owned("etd.Z"), owned("etd.A"), owned("etd.Sh")))
+            else:
+                R_pred = X1 - A_pred @ (X1 @ prob.W_V.T)
+                S_hat1 = np.matmul(X1M + prob.kappa * (R_pred @ prob.W_V), X1.T,
+                                   out=work.get("vm.S1", shape))
+                Z1 = None
         else:
-            S_hat0, S_hat1 = st.S, S1
-        Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h, coef=coef, out=owned("etd.Z"))
-        A1 = en.rowsoftmax(Z1, centred=True, out=owned("etd.A"))
-        rate = lam / beta
+            S_hat0, S_hat1, Z1 = st.S, S1, None
+        if Z1 is None:
+            Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h, coef=coef, out=owned("etd.Z"))
+            A1 = en.rowsoftmax(Z1, centred=True, out=owned("etd.A"))
         force1, G1 = prob.force(X1, A1, X1M, X1Mt)
 
         def rate_at(A, Z, S, D=None):
             return D if D is not None else logit_dissipation_rate(A, Z, S, beta, lam, work)
 
-        if lam * h <= STIFF_LAMBDA_H:  # resolved relaxation: plain trapezoidal kicks
-            P1 = P_half + tau * force1
-            D1 = rate_at(A1, Z1, S_hat1)
-            dissipated = 0.5 * h * (rate_at(st.A, st.Z, S_hat0, carry.D) + D1)
-            return (X1, P1, Z1, A1, S1, VerletCarry(force1, G1, None if vm else D1), X1M,
-                    dissipated)
-        # The transient: a relaxation towards the lagged target βŜ₀ − β(dŜ/dt)/λ with
-        # scores frozen; its exact mean minus its own composite trapezoid corrects the
-        # trapezoid of the real path (zero when attention already tracks its target).
-        # W₀ = Z − βŜ₀ − L with the lag L = ℓ (Ŝ₁ − Ŝ₀), ℓ = −β/(λh)
-        W0 = np.multiply(S_hat0, c.lag - beta, out=work.get("etd.W0", shape))
-        W0 += st.Z
-        axpy(-c.lag, S_hat1, W0)
+        if vm and predicted:  # Ŝ₁ of the logit step came from the prediction of A₁
+            S_hat1 = np.matmul(G1, X1.T, out=owned("etd.Sh"))
         D0 = rate_at(st.A, st.Z, S_hat0, carry.D)
         D1 = rate_at(A1, Z1, S_hat1)
-        carry1 = VerletCarry(force1, G1, None if vm else D1)
-        if tracks(W0, work.get("etd.dev", shape)):
-            # attention already tracks its lagged target: the trapezoid is second order
-            P1 = P_half + tau * force1
-            return X1, P1, Z1, A1, S1, carry1, X1M, 0.5 * h * (D0 + D1)
-        lag = np.subtract(S_hat1, S_hat0, out=work.get("etd.lag", shape))
-        lag *= c.lag
-        target = np.multiply(S_hat0, beta, out=work.get("etd.target", shape))
-        target += lag
-        _, A_fe, mean_A, _, D_fe, mean_D = relaxation_averages(
-            st.Z, S_hat0, beta, lam, h, st.A, lag, W0=W0, D0=D0, work=work,
-            out=(work.get("etd.Zfe", shape), work.get("etd.Afe", shape)))
-        S_hat_half = 0.5 * (S_hat0 + S_hat1)
-        Z_half = logit_step(st.Z, S_hat0, S_hat_half, beta, lam, tau)
-        A_half = en.rowsoftmax(Z_half, centred=True)
-        E_half = math.exp(-lam * tau)
-        A_fm = en.rowsoftmax(target + E_half * W0)
-        D_fm = rate * en.row_variance(A_fm, lag + E_half * W0)
-        correction = mean_A - 0.25 * (st.A + 2.0 * A_fm + A_fe)
-        # kicks weight A_n and A_1 by h/2 each; the rest of the step's mean goes here
-        K = A_half - 0.5 * (st.A + A1) + 2.0 * correction
-        P1 = (P_half + tau * force1
-              + tau * (prob.force(st.X, st.A + K)[0] - force0))
-        D_half = rate_at(A_half, Z_half, S_hat_half)
-        dissipated = h * (0.25 * (D0 + 2.0 * D_half + D1)
-                          + mean_D - 0.25 * (D0 + 2.0 * D_fm + D_fe))
-        return X1, P1, Z1, A1, S1, carry1, X1M, dissipated
+        carry1 = VerletCarry(force1, G1, D1, S_hat1 if vm else None)
+        P1 = P_half + tau * force1
+        dissipated = 0.5 * h * (D0 + D1)  # the trapezoidal rule ...
+        if not stiff:
+            return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, False
+        # ... and on a stiff step the share of the transient towards the lagged target
+        W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
+        if tracks(W0, work.get("etd.dev", shape), lam * h):
+            dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
+            tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, c.lag, work)
+            return X1, P1, Z1, A1, S1, carry1, X1M, dissipated + h * tr.mean_D, False
+        A_mean, _ = transient_mean(st.Z, S_hat0, S_hat1, st.A, A1, W0, beta, lam, h, work,
+                                   "etd")
+        # the kicks weigh A₀ and A₁ by h/2 each; the rest of the step's mean goes here
+        K = 2.0 * (A_mean - 0.5 * (st.A + A1))
+        P1 += tau * (prob.force(st.X, st.A + K)[0] - force0)
+        dissipated = path_dissipation(st.Z, S_hat0, st.A, Z1, S_hat1, A1, A_mean, beta)
+        if vm:
+            dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
+        return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, True
 
 
 class TrackedEtdVerlet(EtdVerlet):
@@ -269,8 +273,9 @@ class TrackedEtdVerlet(EtdVerlet):
     ``dS/dt`` and ``B`` are diagnostics the next step does not need: they wait in the
     carry and are computed for up to :meth:`batch` steps at once by :meth:`finish` — one
     batched product for ``dS/dt`` and ``B_j = e^{−λh} B_{j−1} + g_j`` with
-    ``g_j = w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1}``: every step gets the values a step-by-step update
-    gives, whatever the chunking.
+    ``g_j = w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1}`` (on a stiff step with ``osc Ṡ_{j−2}`` known, the
+    quadratic rule ``w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1} + w₋₁ osc Ṡ_{j−2}``): every step gets the
+    values a step-by-step update gives, whatever the chunking.
     """
 
     def track(self, st, carry, new, new_carry, X1M, h):
@@ -285,6 +290,25 @@ class TrackedEtdVerlet(EtdVerlet):
         """Steps whose ``dS/dt`` may wait (the batch of N×N matrices stays small)."""
         return max(1, min(64, (1 << 16) // (n_tokens * n_tokens)))
 
+    @staticmethod
+    def _increment(c, osc1, osc0, before):
+        """``g`` of one step from ``osc Ṡ`` at its end, its start and (or None) one step
+        before."""
+        if c.wq is not None and before is not None:
+            g = np.multiply(osc1, c.wq[2])
+            g += c.wq[1] * osc0
+            g += c.wq[0] * before
+            return g
+        g = np.multiply(osc1, c.w1)
+        g += c.w0 * osc0
+        return g
+
+    @staticmethod
+    def _before(c, base_carry):
+        """``osc Ṡ`` one step before the base state, when known for this step size."""
+        before = base_carry.osc_before
+        return before[1] if before is not None and before[0] == c.h else None
+
     def finish(self, state, carry):
         pending = carry.pending
         if pending is None:
@@ -293,6 +317,7 @@ class TrackedEtdVerlet(EtdVerlet):
         M, mass = self.problem.M, self.problem.mass
         osc0 = pending.base_carry.osc_S_dot
         osc0 = en.oscillation(base.S_dot) if osc0 is None else osc0
+        before = self._before(c, pending.base_carry)
         try:
             Xs = np.stack([s.X for s in states])
             Vs = np.stack([s.P for s in states])
@@ -301,10 +326,15 @@ class TrackedEtdVerlet(EtdVerlet):
             S_dots = np.concatenate((Vs @ M, np.stack(XMs)), axis=2) @ np.concatenate(
                 (Xs, Vs), axis=2).transpose(0, 2, 1)
             oscs = en.oscillation(S_dots)
-            g = np.multiply(oscs, c.w1)  # w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1}
-            g[0] += c.w0 * osc0
-            if len(states) > 1:
-                g[1:] += c.w0 * oscs[:-1]
+            if c.wq is None:  # w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1}, batched
+                g = np.multiply(oscs, c.w1)
+                g[0] += c.w0 * osc0
+                if len(states) > 1:
+                    g[1:] += c.w0 * oscs[:-1]
+            else:
+                chain = [before, osc0, *oscs]  # osc Ṡ at steps j − 2, j − 1, j: chain[j:j+3]
+                g = [self._increment(c, chain[j + 2], chain[j + 1], chain[j])
+                     for j in range(len(states))]
         except FloatingPointError:
             return self._finish_stepwise(c, base, pending.base_carry, osc0, states, XMs)
         B, decay = base.B, c.decay
@@ -312,7 +342,9 @@ class TrackedEtdVerlet(EtdVerlet):
             B = decay * B
             B += g[j]
         state = replace(state, S_dot=S_dots[-1].copy(), B=B)
-        return state, replace(carry, pending=None, osc_S_dot=oscs[-1].copy())
+        last = oscs[-2] if len(states) > 1 else osc0
+        return state, replace(carry, pending=None, osc_S_dot=oscs[-1].copy(),
+                              osc_before=(c.h, last.copy()))
 
     def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs):
         """:meth:`finish` one step at a time, to find the step whose ``dS/dt`` overflows;
@@ -320,17 +352,16 @@ class TrackedEtdVerlet(EtdVerlet):
         from ..models.part_one import score_rate
 
         M, mass, prev, prev_carry = self.problem.M, self.problem.mass, base, base_carry
+        before = self._before(c, base_carry)
         for new, XM in zip(states, XMs, strict=True):
             try:
                 S1_dot = score_rate(new.X, new.P / mass, M, XM)
                 osc1 = en.oscillation(S1_dot)
             except FloatingPointError as err:
                 raise DeferredOverflow(str(err), new.t, prev, prev_carry) from None
-            g = np.multiply(osc1, c.w1)
-            g += c.w0 * osc0
             B = c.decay * prev.B
-            B += g
-            osc0 = osc1
+            B += self._increment(c, osc1, osc0, before)
+            before, osc0 = osc0, osc1
             prev = replace(new, S_dot=S1_dot, B=B)
-            prev_carry = VerletCarry(osc_S_dot=osc1)
+            prev_carry = VerletCarry(osc_S_dot=osc1, osc_before=(c.h, before))
         raise AssertionError("finish failed without an overflowing step")  # pragma: no cover
