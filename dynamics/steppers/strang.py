@@ -1,4 +1,7 @@
-"""Strang splitting ``R(h/2) ∘ Heun(h) ∘ R(h/2)`` (cotangent lift).
+"""Strang splitting ``R(h/2) ∘ Heun(h) ∘ R(h/2)`` (cotangent lift) while the relaxation is
+resolved (``λh`` up to ``STIFF_LAMBDA_H``); above, the splitting's order falls to 1 (it
+drops the lag of attention behind its moving target) and the steps are those of
+:class:`~dynamics.steppers.etd_heun.EtdHeun`.
 
 ``R`` relaxes the logits exactly towards the frozen target ``βŜ``; Heun's method moves
 ``(X, P)`` with attention frozen. The scheme calls the model's
@@ -22,6 +25,8 @@ from ..relaxation import relax_chain, relax_to_target
 from ..state import State
 from ..workspace import Owned, Workspace
 from .base import Stepper
+from .etd_heun import EtdHeun, HeunCarry
+from .exact_logit import STIFF_LAMBDA_H
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,8 @@ class StrangCarry:
 
 
 class Strang(Stepper):
-    """Exact relaxation, Heun for the features, exact relaxation."""
+    """Exact relaxation, Heun for the features, exact relaxation (stiff steps:
+    :class:`~dynamics.steppers.etd_heun.EtdHeun`)."""
 
     order = 2
 
@@ -44,11 +50,18 @@ class Strang(Stepper):
         super().__init__(problem)
         self.work = Workspace()
         self.owned = Owned()
+        self.stiff = EtdHeun(problem)
 
     def start(self, state):
         return StrangCarry()
 
     def step(self, st, carry, h):
+        if self.problem.relaxation_rate * h > STIFF_LAMBDA_H:
+            if not isinstance(carry, HeunCarry):
+                carry = HeunCarry(target=carry.target)
+            return self.stiff.step(st, carry, h)
+        if not isinstance(carry, StrangCarry):  # after a stiff step: its target only
+            carry = StrangCarry(target=carry.target)
         prob, work, owned = self.problem, self.work, self.owned
         beta, lam, shape = prob.beta, prob.relaxation_rate, st.Z.shape
         busy = (st.Z, st.A, carry.target) + (carry.half[1:3] if carry.half else ())

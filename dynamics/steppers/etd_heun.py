@@ -1,0 +1,105 @@
+"""Heun's method for ``(X, P)`` with the exact logit step for ``Z`` (the cotangent lift's
+stiff steps, ``λh`` above ``STIFF_LAMBDA_H``).
+
+A splitting that relaxes attention towards a frozen target and moves the features with
+attention frozen (:class:`~dynamics.steppers.strang.Strang`) drops the lag ``−βŜ̇/λ`` of
+attention behind its moving target: as the relaxation stiffens its order falls to 1 (the
+features move with the attention of the start's target for the whole step). Here the
+logits take the exact step with the target ``βŜ`` linear in time between both ends, which
+carries that lag at any ``λh``:
+
+1. ``k₁ = f(X₀, P₀, A₀)``; predictor ``(X̃, P̃) = (X₀, P₀) + h k₁`` and its target
+   ``T̃ = βŜ(X̃, P̃)``; the logits' exact step towards it gives ``Ã``;
+2. ``k₂ = f(X̃, P̃, Ã)``; ``(X₁, P₁) = (X₀, P₀) + (h/2)(k₁ + k₂)``;
+3. the logits' exact step from ``Z₀`` with the target ``T₁ = βŜ(X₁, P₁)``.
+
+``f`` is the field with attention frozen (``problem.frozen_field``), affine in ``A``. The
+trapezoidal rule in 2. and for the dissipation is second order while attention tracks its
+lagged target; a fast transient towards it adds its share (:mod:`.transient`): the mean
+attention of the step corrects ``(X₁, P₁)`` with ``f`` at the start, and the dissipation
+comes from the free-energy balance along the step's path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import energy as en
+from ..logits import logit_coefficients, logit_step
+from ..state import State
+from ..workspace import Workspace
+from .base import Stepper
+from .exact_logit import STIFF_LAMBDA_H
+from .transient import (
+    lagged_start,
+    path_dissipation,
+    tracking_correction,
+    tracks,
+    transient_mean,
+)
+
+
+@dataclass(frozen=True)
+class HeunCarry:
+    """The target ``βŜ`` (row maxima 0) and the dissipation rate at the state."""
+
+    target: np.ndarray | None = None
+    D: float | None = None
+
+
+class EtdHeun(Stepper):
+    """Heun's method with the exact logit step (see the module docstring)."""
+
+    order = 2
+
+    def __init__(self, problem):
+        super().__init__(problem)
+        self.work = Workspace()
+
+    def start(self, state):
+        return HeunCarry()
+
+    def step(self, st, carry, h):
+        prob, work = self.problem, self.work
+        beta, lam = prob.beta, prob.relaxation_rate
+        rate = lam / beta
+        coef = logit_coefficients(1.0, lam, h)  # targets are βŜ: the step's "β" is 1
+        X0, P0, Z0, A0 = st.X, st.P, st.Z, st.A
+        T0 = carry.target if carry.target is not None else prob.target(X0, P0)
+        D0 = carry.D if carry.D is not None else rate * en.row_variance(A0, Z0 - T0)
+        kx1, kp1 = prob.frozen_field(X0, P0, A0)
+        Xp, Pp = X0 + h * kx1, P0 + h * kp1
+        Tp = prob.target(Xp, Pp)
+        Ap = en.rowsoftmax(logit_step(Z0, T0, Tp, 1.0, lam, h, coef=coef), centred=True)
+        kx2, kp2 = prob.frozen_field(Xp, Pp, Ap)
+        X1 = X0 + (0.5 * h) * (kx1 + kx2)
+        P1 = P0 + (0.5 * h) * (kp1 + kp2)
+        x, ell = lam * h, -1.0 / (lam * h)
+        transient = False
+        if x > STIFF_LAMBDA_H:
+            Wp = lagged_start(Z0, T0, Tp, 1.0, ell, work.get("heun.W0", Z0.shape))
+            transient = not tracks(Wp, work.get("heun.dev", Z0.shape), x)
+        if transient:  # the rest of the step's mean attention, with f at the start
+            A_mean, _ = transient_mean(Z0, T0, Tp, A0, Ap, Wp, 1.0, lam, h, work, "heun")
+            dx, dp = prob.frozen_field(X0, P0, A0 + (A_mean - 0.5 * (A0 + Ap)))
+            X1 += h * (dx - kx1)
+            P1 += h * (dp - kp1)
+        T1 = prob.target(X1, P1)
+        Z1 = logit_step(Z0, T0, T1, 1.0, lam, h, coef=coef)
+        A1 = en.rowsoftmax(Z1, centred=True)
+        D1 = rate * en.row_variance(A1, Z1 - T1)
+        dissipated = 0.5 * h * (D0 + D1)
+        if x > STIFF_LAMBDA_H:
+            W0 = lagged_start(Z0, T0, T1, 1.0, ell, work.get("heun.W0", Z0.shape))
+            if tracks(W0, work.get("heun.dev", Z0.shape), x):
+                tr = tracking_correction(A0, W0, T1 - T0, x, rate, ell, work)
+                dissipated += h * tr.mean_D
+            else:
+                A_mean, _ = transient_mean(Z0, T0, T1, A0, A1, W0, 1.0, lam, h, work, "heun")
+                dissipated = path_dissipation(Z0, T0, A0, Z1, T1, A1, A_mean, 1.0) / beta
+        new = State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=None, S_dot=st.S_dot, B=st.B,
+                    dissipated=st.dissipated + dissipated, work=st.work)
+        return new, HeunCarry(target=T1, D=D1)
+
