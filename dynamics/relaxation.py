@@ -29,10 +29,15 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
     The exact solution is ``Z(s) = βŜ + L + u W₀`` with ``u = e^{−λs}``,
     ``W₀ = Z − βŜ − L`` and ``L`` the steady lag (0 unless given), and the
     dissipation rate along it is ``D = (λ/β) Σ_i Var_{A_i}(L_i + u W₀_i)``. A time average becomes
-    ``⟨g⟩ = g_E + (1/λτ) ∫_E^1 (g(u) − g_E)/u du`` (``E = e^{−λτ}``), whose integrand
-    is smooth for any ``λτ``; composite Simpson's rule in ``u`` integrates it. One
-    panel serves while attention stays near its target; far from it (a stiff step
-    from a distant start) the panels grow with ``(1 − E)·max osc(W₀)`` (at most 32).
+    ``⟨g⟩ = g_E + (1/λτ) ∫_E^1 (g(u) − g_E)/u du`` (``E = e^{−λτ}``), integrated by
+    composite Simpson's rule in ``u``. One panel serves while attention stays near its
+    target; far from it (a stiff step from a distant start) the panels grow with
+    ``(1 − E)·max osc(W₀)`` (at most 32). The integrand holds ``−g′(0) E/u`` near
+    ``u = E``, which the rule does not resolve when ``E`` is small but not negligible
+    (``λτ`` of a few): the mean of attention then errs by up to about ``E |g′|``, that of
+    ``D`` (``∝ u²`` without a lag) by ``E²``. (The steppers take the mean of a stiff step
+    from :func:`~dynamics.steppers.transient.transient_mean` instead, which splits off the
+    target's attention and integrates a smooth ``(g(u) − g(0))/u``.)
 
     Parameters
     ----------
