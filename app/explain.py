@@ -1,10 +1,11 @@
-"""The explanation panel: the equations of the selected model, read from its spec.
+"""The explanation panels: the equations of models, read from their specs.
 
 Title, equations (HTML with KaTeX ``$…$`` / ``$$…$$``) and "look for" are the model's
 :class:`~dynamics.models.ModelSpec` fields; the panel adds a link to the model's section
 of the Theory page (:mod:`app.theory`), where the common ground (scores, softmax, free
 energy, the Fisher–Rao flow) is explained once. Rendered by KaTeX with its stylesheet
-inside the pane (:mod:`app.katex`).
+inside the pane (:mod:`app.katex`). The main tab shows the selected model
+(:class:`Explanation`), the inertial lab every model of Part II (:func:`models_text`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import html
 import panel as pn
 import param
 
-from dynamics import Settings
+from dynamics import Settings, models
 
 from . import katex
 from .models import spec
+from .theory import PARTS
 
 
 def model_text(name: str) -> str:
@@ -40,6 +42,34 @@ def model_text(name: str) -> str:
             f'<p class="theory-link"><a href="#{html.escape(s.section)}">'
             f"Theory page: {html.escape(s.title)} ▸</a> (scores, softmax, free energy and "
             "the Fisher–Rao flow are explained there)</p>")
+
+
+def models_text(part: int) -> str:
+    """HTML of every registered model of one part of the theory: for the inertial lab.
+
+    Parameters
+    ----------
+    part : int
+        1 or 2.
+
+    Returns
+    -------
+    str
+        A link to the part's section of the Theory page (:data:`app.theory.PARTS`),
+        then per model (registry order) its title, equations, look-for and a link to its
+        section of the Theory page.
+    """
+    sections = []
+    for s in models.specs(part=part):
+        look = f"<p><i>Look for:</i> {html.escape(s.look_for)}</p>" if s.look_for else ""
+        sections.append(
+            f"<hr>{s.equations}{look}"
+            f'<p class="theory-link"><a href="#{html.escape(s.section)}">'
+            f"Theory page: {html.escape(s.title)} ▸</a></p>")
+    anchor, heading = next((a, h) for p, a, h in PARTS if p == part)
+    return (f'<h3>The models of this tab</h3><p class="theory-link">'
+            f'<a href="#{anchor}">Theory page: {html.escape(heading)} ▸</a> (what the plots '
+            "show and why)</p>" + "".join(sections))
 
 
 class Explanation(pn.viewable.Viewer):

@@ -1,27 +1,39 @@
 """Inertial attention lab: blow-up, momentum, clouds and effective depth (Theory page, Part II).
 
-A view only: the "Run" button calls :func:`dynamics.inertial.experiments.run_lab_experiment`
-(whole trajectories, computed on demand, no streaming) and maps the fields of its
-:class:`~dynamics.inertial.experiments.LabResult` into the ColumnDataSources.
+A view only: the "Run" button (and choosing a preset; the first one runs when the lab
+opens) calls :func:`dynamics.inertial.experiments.run_lab_experiment` (whole
+trajectories, computed on demand, no streaming) and maps the fields of its
+:class:`~dynamics.inertial.experiments.LabResult` into the ColumnDataSources. Below the
+plots, the equations of the Part II models from the registry, with links to their
+sections of the Theory page (:func:`app.explain.models_text`).
+
+Logarithmic axes span whole decades around the data (:func:`log_range`), so curves
+equal up to rounding (``1 ± 2e-16``) are drawn as the one line they are; the labels of
+the vertical markers of one plot sit on rows of their own, aligned away from the
+plot's right edge (:func:`place_markers`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, Label, Span
+from bokeh.models import ColumnDataSource, FixedTicker, Label, Range1d, Span
 from bokeh.plotting import figure
 
 from dynamics.inertial import CLOUDS
 from dynamics.inertial.experiments import LAYER_SCHEMES, SOFTMAX_MODELS, run_lab_experiment
 from dynamics.settings import Settings
 
-from .resources import asset
+from . import katex
+from .explain import models_text
+from .resources import asset, read_asset
+from .server import locked
 
 #: The presets of the lab (``assets/presets/inertial.json``, see :mod:`app.resources`).
 PRESETS_PATH = asset("presets", "inertial.json")
@@ -55,10 +67,50 @@ def load_presets(path: str | Traversable = PRESETS_PATH) -> tuple[list[dict], li
 
 
 def _lines(curves) -> dict:
-    """The data of a ``multi_line`` source: one line (and color) per curve."""
-    xs, ys = [c.x for c in curves], [c.y for c in curves]
-    colors = COLORS[: len(xs)] if len(xs) <= len(COLORS) else [COLORS[0]] * len(xs)
-    return {"xs": xs, "ys": ys, "color": colors}
+    """The data of a ``multi_line`` source: one line per curve."""
+    return {"xs": [c.x for c in curves], "ys": [c.y for c in curves]}
+
+
+def log_range(values, extra=()) -> tuple[float, float]:
+    """Ends of a logarithmic axis showing ``values``: the whole decades around them.
+
+    Parameters
+    ----------
+    values : iterable of array_like
+        The curves' y values (non-positive and non-finite ones are left out).
+    extra : iterable of float
+        More values to show (a threshold line).
+
+    Returns
+    -------
+    (float, float)
+        ``(10**a, 10**b)``, integers ``a < b``: at least one decade (two around data
+        near a power of ten), so that curves equal up to rounding look like one line and
+        the axis has tick labels; (0.1, 10) without data.
+    """
+    arrays = [np.asarray(v, dtype=float).ravel() for v in values]
+    arrays.append(np.asarray(list(extra), dtype=float))
+    data = np.concatenate(arrays) if arrays else np.empty(0)
+    data = data[np.isfinite(data) & (data > 0)]
+    if data.size == 0:
+        return 0.1, 10.0
+    # a twentieth of a decade of room: a curve on a power of ten is not on the frame
+    lo = math.floor(math.log10(data.min()) - 0.05)
+    hi = math.ceil(math.log10(data.max()) + 0.05)
+    return 10.0**lo, 10.0**hi
+
+
+def decade_ticker(start: float, end: float) -> FixedTicker:
+    """Ticks at the powers of ten from ``start`` to ``end`` (minor ticks at 2…9 × them).
+
+    BokehJS's log ticker falls back to linear ticks over a range of one or two decades,
+    crowding their labels at its top and labelling nothing below 1.
+    """
+    lo, hi = round(math.log10(start)), round(math.log10(end))
+    step = max(1, math.ceil((hi - lo) / 8))  # at most about 8 labels
+    major = [10.0**k for k in range(lo, hi + 1, step)]
+    minor = [m * 10.0**k for k in range(lo, hi) for m in range(2, 10)] if step == 1 else []
+    return FixedTicker(ticks=major, minor_ticks=minor)
 
 
 def _points(X) -> dict:
@@ -70,24 +122,45 @@ def _when(t) -> str:
     return f"{t:.3f}" if np.isfinite(t) else "∞ (none)"
 
 
-def _vspan(fig, text):
+def _vspan(fig, text, row=0, color="black"):
+    """A dashed vertical marker with its label (in its colour) on label row ``row``
+    (counted from the bottom)."""
     span = Span(location=0, dimension="height", line_dash="dashed", line_width=2,
-                visible=False)
-    label = Label(x=0, y=10, y_units="screen", text=text, visible=False,
-                  text_font_size="10pt")
+                line_color=color, visible=False)
+    label = Label(x=0, y=8 + 20 * row, y_units="screen", text=text, visible=False,
+                  text_font_size="10pt", text_color=color, background_fill_color="white",
+                  background_fill_alpha=0.8)
     fig.add_layout(span)
     fig.add_layout(label)
     return span, label
 
 
-def _place(marker, location, text=None):
-    span, label = marker
-    ok = location is not None and np.isfinite(location)
-    span.visible = label.visible = bool(ok)
-    if ok:
+def place_markers(placements, x_end) -> None:
+    """Place the vertical markers of one plot and their labels.
+
+    Parameters
+    ----------
+    placements : iterable of ``(marker, location, text)``
+        A marker of :func:`_vspan` (hidden when ``location`` is None or not finite),
+        its x and its label's text.
+    x_end : float
+        The largest x of the plot's data: a label right of half of it is drawn to the
+        left of its marker, so that it is not cut off by the plot's right edge.
+    """
+    for (span, label), location, text in placements:
+        ok = location is not None and bool(np.isfinite(location))
+        span.visible = label.visible = ok
+        if not ok:
+            continue
         span.location = label.x = float(location)
-        if text is not None:
-            label.text = text
+        label.text = text
+        right = np.isfinite(x_end) and location > 0.5 * x_end
+        label.update(text_align="right" if right else "left", x_offset=-4 if right else 4)
+
+
+def _x_end(curves) -> float:
+    """The largest x of ``curves`` (``Curve`` objects; 0 without points)."""
+    return max((float(np.max(c.x)) for c in curves if len(c.x)), default=0.0)
 
 
 class InertialLab(pn.viewable.Viewer):
@@ -102,32 +175,42 @@ class InertialLab(pn.viewable.Viewer):
         self.presets, preset_errors = load_presets()
         self.param.preset.objects = [None] + [p["name"] for p in self.presets]
         self.kernel_input = pn.widgets.TextInput(label="A diagonal (kernel_diag)",
-                                                 value=self.settings.kernel_diag)
+                                                 value=self.settings.kernel_diag,
+                                                 sizing_mode="stretch_width")
         self.value_input = pn.widgets.TextInput(label="V diagonal (value_diag)",
-                                                value=self.settings.value_diag)
+                                                value=self.settings.value_diag,
+                                                sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run", color="primary")
-        self.run_button.on_click(lambda event: self.run())
+        self.run_button.on_click(locked(lambda event: self.run()))
         self.status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.caption = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.message = pn.pane.Alert("; ".join(preset_errors), alert_type="warning",
                                      visible=bool(preset_errors))
         self._build_figures()
+        self.explanation = pn.pane.LaTeX(
+            models_text(part=2), renderer="katex", sizing_mode="stretch_width",
+            css_classes=["explain"], stylesheets=[katex.STYLESHEET, read_asset("style.css")])
+        katex.install_fonts()
         self.param.watch(self._load_preset, "preset")
+        if self.presets and self.preset is None:  # the lab opens on its first preset, run
+            self.preset = self.presets[0]["name"]
 
     # ------------------------------------------------------------------ figures
     def _build_figures(self):
-        opts = dict(height=300, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset,save")
-        f = figure(title="Eigenvalues of S(t)", y_axis_type="log", x_axis_label="time t",
-                   y_axis_label="eigenvalue of S(t)", **opts)
-        self.eig_first = ColumnDataSource({"xs": [], "ys": [], "color": []})
-        self.eig_acc = ColumnDataSource({"xs": [], "ys": [], "color": []})
-        f.multi_line("xs", "ys", source=self.eig_first, line_color="color", line_width=2,
+        opts = dict(height=300, sizing_mode="stretch_width", min_width=300,
+                    tools="pan,wheel_zoom,reset,save")
+        opts_log = dict(y_axis_type="log", **opts)
+        f = figure(title="Eigenvalues of S(t) (one line each)", x_axis_label="time t",
+                   y_axis_label="eigenvalue of S(t)", y_range=Range1d(0.1, 10.0), **opts_log)
+        self.eig_first = ColumnDataSource({"xs": [], "ys": []})
+        self.eig_acc = ColumnDataSource({"xs": [], "ys": []})
+        f.multi_line("xs", "ys", source=self.eig_first, line_color=COLORS[0], line_width=2,
                      legend_label="first order")
-        f.multi_line("xs", "ys", source=self.eig_acc, line_color="color", line_width=2,
+        f.multi_line("xs", "ys", source=self.eig_acc, line_color=COLORS[1], line_width=2,
                      line_dash="dashed", legend_label="accelerated")
         f.legend.location = "top_left"
-        self.tmax_marker = _vspan(f, "first-order T_max")
-        self.tacc_marker = _vspan(f, "accelerated blow-up")
+        self.tmax_marker = _vspan(f, "T_max", row=0, color=COLORS[0])
+        self.tacc_marker = _vspan(f, "blow-up", row=1, color=COLORS[1])
         self.eig_fig = f
 
         g = figure(title="Token cloud (first two coordinates)", x_axis_label="x₁",
@@ -140,7 +223,8 @@ class InertialLab(pn.viewable.Viewer):
         self.cloud_fig = g
 
         c = figure(title="λ_max(S(t)) of particle flows, three clouds with the same S(0)",
-                   y_axis_type="log", x_axis_label="time t", y_axis_label="λ_max(S)", **opts)
+                   x_axis_label="time t", y_axis_label="λ_max(S)",
+                   y_range=Range1d(0.1, 10.0), **opts_log)
         self.clouds_cmp = {k: ColumnDataSource({"t": [], "s": []}) for k in CLOUDS}
         for i, k in enumerate(CLOUDS):
             c.line("t", "s", source=self.clouds_cmp[k], color=COLORS[i], line_width=2,
@@ -149,8 +233,8 @@ class InertialLab(pn.viewable.Viewer):
         self.clouds_fig = c
 
         lay = figure(title="Layer-by-layer second moment (accelerated, P(0) = 0)",
-                     y_axis_type="log", x_axis_label="layer l (depth l·h)",
-                     y_axis_label="λ_max(S_l)", **opts)
+                     x_axis_label="layer l (depth l·h)", y_axis_label="λ_max(S_l)",
+                     y_range=Range1d(0.1, 10.0), **opts_log)
         self.layer_src = {k: ColumnDataSource({"l": [], "s": []})
                           for k in ("continuous", *LAYER_SCHEMES)}
         lay.line("l", "s", source=self.layer_src["continuous"], color="black",
@@ -163,8 +247,8 @@ class InertialLab(pn.viewable.Viewer):
         self.theta_line = Span(location=1, dimension="width", line_color="gray",
                                line_dash="dotted")
         lay.add_layout(self.theta_line)
-        self.pred_marker = _vspan(lay, "predicted ⌈T_θ/h⌉")
-        self.actual_marker = _vspan(lay, "first crossing")
+        self.pred_marker = _vspan(lay, "⌈T_θ/h⌉", row=0)
+        self.actual_marker = _vspan(lay, "crossing", row=1, color=COLORS[1])
         self.layer_fig = lay
 
         h = figure(title="Hamiltonian of the accelerated moment system",
@@ -173,8 +257,8 @@ class InertialLab(pn.viewable.Viewer):
         h.line("t", "H", source=self.ham_src, line_width=2)
         self.ham_fig = h
 
-        s = figure(title="Softmax: inertial vs momentum-only", y_axis_type="log",
-                   x_axis_label="time t", y_axis_label="λ_max(S)", **opts)
+        s = figure(title="Softmax: inertial vs momentum-only", x_axis_label="time t",
+                   y_axis_label="λ_max(S)", y_range=Range1d(0.1, 10.0), **opts_log)
         self.soft_src = {k: ColumnDataSource({"t": [], "s": []}) for k in SOFTMAX_MODELS}
         for i, k in enumerate(self.soft_src):
             s.line("t", "s", source=self.soft_src[k], color=COLORS[i + 3], line_width=2,
@@ -218,12 +302,14 @@ class InertialLab(pn.viewable.Viewer):
     def _show(self, r) -> None:
         """Map the fields of a :class:`~dynamics.inertial.experiments.LabResult` into the
         sources, markers and status line."""
+        eigenvalues = (*r.first_order_eigenvalues, *r.accelerated_eigenvalues)
         self.eig_first.data = _lines(r.first_order_eigenvalues)
         self.eig_acc.data = _lines(r.accelerated_eigenvalues)
-        _place(self.tmax_marker, r.first_order_time,
-               f"first-order T_max = {r.first_order_time:.3f}")
-        _place(self.tacc_marker, r.accelerated_time,
-               f"accelerated blow-up {r.accelerated_time:.3f}")
+        place_markers(((self.tmax_marker, r.first_order_time,
+                        f"T_max = {r.first_order_time:.3f}"),
+                       (self.tacc_marker, r.accelerated_time,
+                        f"blow-up {r.accelerated_time:.3f}")),
+                      _x_end(eigenvalues))
         self.cloud0.data = _points(r.data.X0)
         self.cloud1.data = _points(r.later_cloud)
         for kind, src in self.clouds_cmp.items():
@@ -231,28 +317,45 @@ class InertialLab(pn.viewable.Viewer):
         for scheme, src in self.layer_src.items():
             src.data = {"l": r.layers[scheme].x, "s": r.layers[scheme].y}
         self.theta_line.location = r.theta
-        _place(self.pred_marker, r.predicted_layer, f"predicted ⌈T_θ/h⌉ = {r.predicted_layer}")
-        _place(self.actual_marker, r.crossing_layer, f"first crossing = {r.crossing_layer}")
+        place_markers(((self.pred_marker, r.predicted_layer,
+                        f"⌈T_θ/h⌉ = {r.predicted_layer}"),
+                       (self.actual_marker, r.crossing_layer,
+                        f"crossing {r.crossing_layer}")),
+                      _x_end(r.layers.values()))
         self.ham_src.data = {"t": r.hamiltonian.x, "H": r.hamiltonian.y}
         for model, src in self.soft_src.items():
             src.data = {"t": r.softmax[model].x, "s": r.softmax[model].y}
+        for fig, curves, extra in (
+                (self.eig_fig, eigenvalues, ()),
+                (self.clouds_fig, r.cloud_moments.values(), ()),
+                (self.layer_fig, r.layers.values(), (r.theta,)),
+                (self.soft_fig, r.softmax.values(), ())):
+            start, end = log_range([c.y for c in curves], extra)
+            fig.y_range.update(start=start, end=end)
+            fig.yaxis.ticker = decade_ticker(start, end)
         notes = "".join(f"; {m}" for m in r.messages)
+        crossing = (f"first crossed at layer {r.crossing_layer} (predicted "
+                    f"{r.predicted_layer if r.predicted_layer is not None else 'none'})"
+                    if r.crossing_layer is not None else "not crossed")
         self.status.object = (
             f"first-order T_max = {_when(r.first_order_time)}; accelerated blow-up at "
-            f"t = {_when(r.accelerated_time)}; θ = {r.theta:g} first crossed at layer "
-            f"{r.crossing_layer} (predicted {r.predicted_layer}){notes}")
+            f"t = {_when(r.accelerated_time)}; θ = {r.theta:g} {crossing}{notes}")
 
     # ------------------------------------------------------------------ layout
     def __panel__(self):
         controls = pn.Column(
-            pn.widgets.Select.from_param(self.param.preset, label="Preset"),
+            pn.widgets.Select.from_param(self.param.preset, label="Preset",
+                                         sizing_mode="stretch_width"),
             self.kernel_input, self.value_input,
-            pn.Param(self.settings, parameters=CONTROLS, show_name=False),
-            self.run_button, width=320)
+            pn.Param(self.settings, parameters=CONTROLS, show_name=False,
+                     sizing_mode="stretch_width",
+                     widgets={n: {"sizing_mode": "stretch_width"} for n in CONTROLS}),
+            self.run_button, width=300)
         plots = pn.Column(
             self.status, self.caption, self.message,
-            pn.Row(pn.pane.Bokeh(self.eig_fig), pn.pane.Bokeh(self.cloud_fig)),
-            pn.Row(pn.pane.Bokeh(self.layer_fig), pn.pane.Bokeh(self.clouds_fig)),
-            pn.Row(pn.pane.Bokeh(self.ham_fig), pn.pane.Bokeh(self.soft_fig)),
-            sizing_mode="stretch_width")
+            *(pn.Row(pn.pane.Bokeh(a), pn.pane.Bokeh(b), sizing_mode="stretch_width")
+              for a, b in ((self.eig_fig, self.cloud_fig), (self.layer_fig, self.clouds_fig),
+                           (self.ham_fig, self.soft_fig))),
+            pn.Column(self.explanation, sizing_mode="stretch_width", max_width=900),
+            sizing_mode="stretch_width", min_width=320)
         return pn.Row(controls, plots, sizing_mode="stretch_width")

@@ -30,3 +30,34 @@ def test_inertial_lab_renders_and_responds(page, server, console_errors):
     page.get_by_text(re.compile(r"first-order T_max = 0\.500")).first.wait_for(timeout=30000)
     assert "T_max = 0.500" in _status(page)
     assert console_errors == []
+
+
+#: The y range of the plot titled ``(title)``.
+Y_RANGE = """
+(title) => {
+  const plot = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.title && m.title.text === title && m.y_range);
+  return [plot.y_range.start, plot.y_range.end];
+}
+"""
+
+
+@pytest.mark.slow
+def test_inertial_lab_opens_on_a_run_with_its_equations(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.get_by_text("Inertial lab", exact=True).click()
+    # the first preset has run: no click on Run
+    page.get_by_text(re.compile(r"first-order T_max = 1\.000")).first.wait_for(timeout=30000)
+    link = page.get_by_role("link", name="Theory page: Accelerated linear attention ▸")
+    link.scroll_into_view_if_needed()
+    assert page.locator(".katex-html").count() > 5  # the Part II equations, by KaTeX
+    # nearly constant eigenvalues (V ⪯ 0) on a log axis of whole decades
+    page.locator("select:visible").first.select_option(label="V ⪯ 0: global existence")
+    page.wait_for_function(f"() => ({Y_RANGE})('Eigenvalues of S(t) (one line each)')[1] == 10",
+                           timeout=30000)
+    assert page.evaluate(Y_RANGE, "Eigenvalues of S(t) (one line each)") == [0.1, 10]
+    # the equations link to their section of the Theory page
+    link.click()
+    page.get_by_role("heading", name="Accelerated linear attention").wait_for(timeout=15000)
+    assert console_errors == []

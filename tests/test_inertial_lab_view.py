@@ -1,0 +1,94 @@
+"""The inertial lab's view (issue #13, item 7): it opens on a run, log axes span whole
+decades (curves equal up to rounding look like one), marker labels neither overlap nor
+leave the plot, legend colours are the curves', and the Part II equations are shown."""
+
+import math
+
+import pytest
+from bokeh.models import FixedTicker
+
+from app import theory
+from app.inertial_lab import InertialLab, load_presets, log_range
+from dynamics import models
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return InertialLab()
+
+
+def _log_figures(lab):
+    return (lab.eig_fig, lab.clouds_fig, lab.layer_fig, lab.soft_fig)
+
+
+def test_the_lab_opens_on_its_first_preset_run(lab):
+    presets, _ = load_presets()
+    assert lab.preset == presets[0]["name"]
+    assert len(lab.eig_first.data["xs"]) == lab.settings.dim
+    assert "T_max = 1.000" in lab.status.object and presets[0]["name"] in lab.caption.object
+
+
+def test_log_range_spans_whole_decades():
+    assert log_range([[1 - 2e-16, 1.0, 1 + 2e-16]]) == (0.1, 10.0)
+    assert log_range([[0.5, 99999999.5]]) == (0.1, 1e9)
+    assert log_range([[0.3, 0.9]], extra=(10.0,)) == (0.1, 100.0)
+    assert log_range([[]]) == (0.1, 10.0) and log_range([[0.0, -1.0, math.inf]]) == (0.1, 10.0)
+
+
+def test_every_preset_draws_its_curves_inside_decade_axes(lab):
+    presets, _ = load_presets()
+    for p in presets:
+        lab.preset = p["name"]
+        for fig in _log_figures(lab):
+            start, end = fig.y_range.start, fig.y_range.end
+            lo, hi = math.log10(start), math.log10(end)
+            assert lo == round(lo) and hi == round(hi) and hi - lo >= 1, (p["name"], fig)
+            ticker = fig.yaxis[0].ticker
+            assert isinstance(ticker, FixedTicker) and len(ticker.ticks) >= 2
+            assert all(math.log10(t) == round(math.log10(t)) for t in ticker.ticks)
+            for r in fig.renderers:
+                data = r.data_source.data
+                ys = data.get("ys") or [data.get("s", [])]
+                for y in ys:
+                    y = [v for v in y if math.isfinite(v) and v > 0]
+                    assert not y or (start <= min(y) and max(y) <= end), (p["name"], fig)
+        if p["name"].startswith("V"):  # eigenvalues 1 ± 1e-16: the axis is 0.1 … 10
+            assert (lab.eig_fig.y_range.start, lab.eig_fig.y_range.end) == (0.1, 10.0)
+
+
+def test_marker_labels_have_rows_of_their_own_and_stay_in_the_plot(lab):
+    presets, _ = load_presets()
+    lab.preset = next(p["name"] for p in presets if p["name"].startswith("effective"))
+    for pair, curves in (((lab.tmax_marker, lab.tacc_marker), lab.eig_first.data["xs"]
+                          + lab.eig_acc.data["xs"]),
+                         ((lab.pred_marker, lab.actual_marker),
+                          [src.data["l"] for src in lab.layer_src.values()])):
+        (_, a), (_, b) = pair
+        assert a.visible and b.visible and a.y != b.y  # one row each
+        x_end = max(max(x) for x in curves if len(x))
+        for span, label in pair:
+            right = label.x > 0.5 * x_end
+            assert label.text_align == ("right" if right else "left"), label.text
+            assert label.text_color == span.line_color
+    assert lab.tacc_marker[1].text_align == "right"  # the blow-up ends the curves
+
+
+def test_eigenvalue_legend_colours_are_the_curves(lab):
+    items = lab.eig_fig.legend[0].items
+    colours = []
+    for item in items:
+        (renderer,) = item.renderers
+        colour = renderer.glyph.line_color
+        assert isinstance(colour, str) and colour.startswith("#")  # one colour, no field
+        colours.append(colour)
+    assert len(set(colours)) == len(items) == 2
+    assert [lab.tmax_marker[0].line_color, lab.tacc_marker[0].line_color] == colours
+
+
+def test_the_part_two_equations_and_theory_links_are_shown(lab):
+    text = lab.explanation.object
+    anchors = theory.anchors(theory.page_html())
+    for spec in models.specs(part=2):
+        assert spec.equations in text and f'href="#{spec.section}"' in text
+        assert spec.section in anchors
+    assert 'href="#part-2"' in text and "part-2" in anchors
