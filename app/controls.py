@@ -117,6 +117,7 @@ def build_widgets(settings: Settings) -> dict[str, pn.widgets.Widget]:
             widgets[name] = pn.widgets.EditableFloatSlider.from_param(p, label=label(name))
         else:
             widgets[name] = pn.widgets.TextInput.from_param(p, label=label(name))
+        widgets[name].sizing_mode = "stretch_width"  # as wide as the sidebar
     return widgets
 
 
@@ -137,7 +138,7 @@ class Controls(pn.viewable.Viewer):
         self.reset = pn.widgets.Button(label="Reset", color="warning")
         self.reset.on_click(locked(lambda _: d.reset()))
         self.steps_per_frame = pn.widgets.IntSlider.from_param(
-            d.param.steps_per_frame, label="Steps per frame")
+            d.param.steps_per_frame, label="Steps per frame", sizing_mode="stretch_width")
         self.compare = pn.widgets.Checkbox.from_param(
             d.param.compare, label="Compare with the reduced model")
         self.preset = pn.widgets.Select.from_param(d.param.preset, label="Preset",
@@ -177,5 +178,5 @@ class Controls(pn.viewable.Viewer):
             *self.widgets.values(),
             self.compare,
             self.paste, self.apply_paste,
-            width=310, css_classes=["controls"],
+            sizing_mode="stretch_width", css_classes=["controls"],
         )

@@ -18,7 +18,7 @@ import param
 
 from dynamics import RUNNING, Settings, Simulation
 
-from . import export, katex, server
+from . import export, katex, layout, server
 from .controls import Controls
 from .explain import Explanation
 from .heatmaps import Heatmaps
@@ -93,6 +93,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self.compare:
             self._start_reference()
         self.timeseries.show_distance(self.compare)
+        self.trajectories.show_reference(self.compare)
         self._layout = None
         self._ready = True
         self.reset()
@@ -143,6 +144,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         else:
             self.reference = self.reference_settings = None
         self.timeseries.show_distance(self.compare)
+        self.trajectories.show_reference(self.compare)
         if not self._batch:
             self.reset()
 
@@ -222,19 +224,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
 
     def _build_layout(self):
         ts = self.timeseries
-        plots = pn.Column(
-            self.status, self.alert, self.caption,
-            pn.Row(self.heatmaps, self.trajectories),
-            ts,
-            pn.Row(pn.pane.Bokeh(ts.fig_distance), pn.Column(self.explanation, width=700)),
-            sizing_mode="stretch_width",
-        )
-        sidebar = pn.Column(
-            self.controls,
-            pn.widgets.Checkbox.from_param(ts.param.log_kl, label="Logarithmic KL axis"),
-            self.downloads, width=320,
-        )
-        part_one = pn.Row(sidebar, plots, sizing_mode="stretch_width")
+        log_kl = pn.widgets.Checkbox.from_param(ts.param.log_kl, label="Logarithmic KL axis")
+        part_one = layout.main_tab(self, (self.controls, log_kl, self.downloads))
         # The lab and the Theory page are built when their tab is first opened: a
         # session costs the server (and the page) only what it shows.
         lab = pn.Column(sizing_mode="stretch_width")

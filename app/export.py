@@ -32,7 +32,7 @@ def download_buttons(dashboard) -> pn.Row:
     """Two FileDownload buttons bound to ``dashboard``."""
     return pn.Row(
         pn.widgets.FileDownload(callback=lambda: csv_bytes(dashboard), filename="run.csv",
-                                label="Download CSV", color="default", width=145),
+                                label="Download CSV", color="default", width=130),
         pn.widgets.FileDownload(callback=lambda: netcdf_bytes(dashboard), filename="run.nc",
-                                label="Download NetCDF", color="default", width=145),
+                                label="Download NetCDF", color="default", width=130),
     )

@@ -69,12 +69,18 @@ def _figure(title, y_label, height=250, **kw):
     return p
 
 
-def _legend_below(fig, ncols: int) -> None:
-    """Move ``fig``'s legend below the plot, where it covers no curve."""
+def _legend_below(fig, ncols: int, label_width: int = 20) -> None:
+    """Move ``fig``'s legend below the plot, where it covers no curve.
+
+    It stays on the overlay canvas with the lines: BokehJS draws a legend's glyph only
+    for a line with data, so a legend painted once, before the first rows, would keep
+    its labels without their line styles.
+    """
     legend = fig.legend[0]
-    legend.update(click_policy="hide", label_text_font_size="9pt", padding=2, spacing=0,
+    legend.update(click_policy="hide", label_text_font_size="9pt", padding=2, spacing=2,
                   margin=2, ncols=ncols, border_line_alpha=0, glyph_width=18,
-                  label_standoff=4)
+                  label_width=label_width,
+                  label_standoff=4, level="overlay", location="top_left")
     fig.add_layout(legend, "below")
 
 
@@ -101,7 +107,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines["kl_bound" + suffix] = fig.line(
                 "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
                 line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
-            _legend_below(fig, ncols=2)
+            _legend_below(fig, ncols=2, label_width=120)
 
         self.fig_energy = _figure("Energy balance (zero residual ⇔ dissipation law)",
                                   "energy (score units)", height=300)
@@ -115,7 +121,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines[key] = self.fig_energy.line(
                 "t", key, source=src, color=color, line_dash=dash, line_width=2,
                 legend_label=label)
-        _legend_below(self.fig_energy, ncols=2)
+        _legend_below(self.fig_energy, ncols=2, label_width=150)
 
         self.fig_rate = _figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
                                 "D (score units / time)")

@@ -17,6 +17,9 @@ from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper, Range1d
 from bokeh.palettes import Turbo256
 from bokeh.plotting import figure
 
+#: The plot's title, without and with the reduced model's run beside.
+TITLES = ("Tokens on the principal axes of X(0) (fixed per run)",
+          "Tokens (dots) and the reduced model's (rings) on the axes of X(0)")
 #: Positions kept per token in the trail ...
 TRAIL = 12
 #: ... one every this many frames (the trail spans TRAIL × TRAIL_EVERY frames; the
@@ -43,7 +46,7 @@ class Trajectories(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self.fig = figure(
-            title="Tokens on the principal axes of X(0) (fixed per run)",
+            title=TITLES[False],
             width=440, height=300, x_range=Range1d(-1, 1), y_range=Range1d(-1, 1),
             x_axis_label="PC 1 of X(0) (feature units)",
             y_axis_label="PC 2 of X(0) (feature units)",
@@ -58,17 +61,19 @@ class Trajectories(pn.viewable.Viewer):
         self.fig.scatter("x", "y", source=self.trail, size=4, color=color,
                          alpha="alpha", line_color=None, level="overlay")
         r = self.fig.scatter("x", "y", source=self.tokens, size=9, fill_color=color,
-                             line_color="black", legend_label="selected model",
-                             level="overlay")
+                             line_color="black", level="overlay")
         self.fig.scatter("x", "y", source=self.reference, size=11, marker="circle",
-                         fill_color=None, line_color="gray", line_width=1.5,
-                         legend_label="reduced model (comparison)", level="overlay")
+                         fill_color=None, line_color="gray", line_width=1.5, level="overlay")
         self.fig.add_tools(HoverTool(renderers=[r], tooltips=[("token", "@token")]))
-        legend = self.fig.legend[0]
-        legend.update(click_policy="hide", orientation="horizontal", label_text_font_size="9pt",
-                      padding=2, margin=2)
-        self.fig.add_layout(legend, "below")
         self.clear()
+
+    def show_reference(self, shown: bool) -> None:
+        """Say in the title what the rings are while the reduced model runs beside.
+
+        (The title, not a legend: a legend beside points that move every frame would be
+        repainted with them, or drawn once without its markers.)
+        """
+        self.fig.title.text = TITLES[bool(shown)]
 
     def clear(self) -> None:
         """Forget the projection and the trails (a new run)."""

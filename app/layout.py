@@ -1,0 +1,57 @@
+"""The main tab's layout: a collapsible sidebar of controls beside plots that wrap.
+
+Every plot keeps a fixed size and the plots flow in rows that wrap
+(``pn.FlexBox``): at any window width from a projector's 1024 px up no plot is drawn
+over another and nothing needs horizontal scrolling; the sidebar of controls can be
+hidden (the button above the plots) to give them the whole width.
+"""
+
+from __future__ import annotations
+
+import panel as pn
+
+#: Width of the sidebar of controls (px).
+SIDEBAR_WIDTH = 300
+
+
+def plots(dashboard) -> pn.FlexBox:
+    """The main tab's plots in wrapping rows: heatmaps, tokens, then the time series.
+
+    Parameters
+    ----------
+    dashboard : app.dashboard.Dashboard
+
+    Returns
+    -------
+    panel.FlexBox
+        One ``pn.pane.Bokeh`` per figure (a hidden figure takes no room).
+    """
+    ts = dashboard.timeseries
+    figures = (*dashboard.heatmaps.figures, dashboard.trajectories.fig,
+               ts.fig_kl, ts.fig_kl_log, ts.fig_energy, ts.fig_rate, ts.fig_distance)
+    return pn.FlexBox(*(pn.pane.Bokeh(f, margin=(4, 6)) for f in figures),
+                      flex_wrap="wrap", align_items="flex-start",
+                      sizing_mode="stretch_width")
+
+
+def main_tab(dashboard, sidebar_items) -> pn.Row:
+    """The main tab: the sidebar (``sidebar_items``), and the status, notices, plots and
+    equations of ``dashboard``.
+
+    Returns
+    -------
+    panel.Row
+        Its sidebar is ``dashboard.sidebar``; the button hiding it ``dashboard.sidebar_toggle``.
+    """
+    sidebar = pn.Column(*sidebar_items, width=SIDEBAR_WIDTH, margin=(0, 4))
+    toggle = pn.widgets.Toggle(label="☰ Controls", value=True, width=110, margin=(4, 10))
+    toggle.param.watch(lambda event: setattr(sidebar, "visible", event.new), "value")
+    dashboard.sidebar, dashboard.sidebar_toggle = sidebar, toggle
+    main = pn.Column(
+        pn.Row(toggle, dashboard.status, sizing_mode="stretch_width"),
+        dashboard.alert, dashboard.caption,
+        plots(dashboard),
+        pn.Column(dashboard.explanation, sizing_mode="stretch_width", max_width=900),
+        sizing_mode="stretch_width", min_width=320,
+    )
+    return pn.Row(sidebar, main, sizing_mode="stretch_width")
