@@ -9,6 +9,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from dynamics import Settings, Simulation, models
+from dynamics.diagnostics import PART_TWO as DIAGNOSTICS
 from dynamics.frame import DIVERGED, RUNNING
 from dynamics.inertial import (
     inertial_dissipation,
@@ -18,7 +19,6 @@ from dynamics.inertial import (
 )
 from dynamics.inertial.accelerated import accelerated_dissipation, accelerated_kinetic
 from dynamics.models import part_two
-from dynamics.diagnostics import PART_TWO as DIAGNOSTICS
 from dynamics.settings import PART_II_MODELS
 from dynamics.steppers import RK4
 from dynamics.workspace import Workspace
