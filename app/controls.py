@@ -86,6 +86,32 @@ def log_slider(settings: Settings, name: str) -> pn.widgets.FloatSlider:
     return slider
 
 
+def checkbox(obj: param.Parameterized, name: str, label: str) -> pn.widgets.CheckBoxGroup:
+    """A checkbox for the boolean parameter ``name`` of ``obj``, toggled by its label too.
+
+    Bokeh's ``Checkbox`` draws its label outside the ``<label>`` element, so a click on
+    the text does nothing; a one-option ``CheckBoxGroup`` draws ``<label><input>
+    text</label>``. Kept in sync with the parameter both ways.
+
+    Parameters
+    ----------
+    obj : param.Parameterized
+    name : str
+        A ``param.Boolean`` of ``obj``.
+    label : str
+
+    Returns
+    -------
+    panel.widgets.CheckBoxGroup
+        Its value is ``[label]`` when the parameter is true, ``[]`` when false.
+    """
+    box = pn.widgets.CheckBoxGroup(options=[label], value=[label] if getattr(obj, name) else [],
+                                   sizing_mode="stretch_width")
+    box.param.watch(lambda event: setattr(obj, name, label in event.new), "value")
+    obj.param.watch(lambda event: setattr(box, "value", [label] if event.new else []), name)
+    return box
+
+
 def build_widgets(settings: Settings) -> dict[str, pn.widgets.Widget]:
     """One widget per shown setting (:func:`shown_settings`), built from its parameter.
 
@@ -139,8 +165,7 @@ class Controls(pn.viewable.Viewer):
         self.reset.on_click(locked(lambda _: d.reset()))
         self.steps_per_frame = pn.widgets.IntSlider.from_param(
             d.param.steps_per_frame, label="Steps per frame", sizing_mode="stretch_width")
-        self.compare = pn.widgets.Checkbox.from_param(
-            d.param.compare, label="Compare with the reduced model")
+        self.compare = checkbox(d, "compare", "Compare with the reduced model")
         self.preset = pn.widgets.Select.from_param(d.param.preset, label="Preset",
                                                    sizing_mode="stretch_width")
         self.load_preset = pn.widgets.Button(label="Load preset", color="primary",

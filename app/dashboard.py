@@ -19,7 +19,7 @@ import param
 from dynamics import RUNNING, Settings, Simulation
 
 from . import export, katex, layout, server
-from .controls import Controls
+from .controls import Controls, checkbox
 from .explain import Explanation
 from .heatmaps import Heatmaps
 from .models import COMPARISON_MODEL, not_applicable
@@ -174,6 +174,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._ticks.clear()
         with pn.io.hold():
             self.timeseries.set_model(self.settings.model)
+            self.heatmaps.set_model(self.settings.model)
             self.timeseries.clear()
             self.trajectories.clear()
             self._show(self.sim.frame(),
@@ -223,9 +224,11 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         return self._layout
 
     def _build_layout(self):
-        ts = self.timeseries
-        log_kl = pn.widgets.Checkbox.from_param(ts.param.log_kl, label="Logarithmic KL axis")
-        part_one = layout.main_tab(self, (self.controls, log_kl, self.downloads))
+        view = (checkbox(self.timeseries, "log_kl", "Logarithmic KL axis"),
+                pn.widgets.Select.from_param(self.heatmaps.param.color_scale,
+                                             label="Colour scale of A and A*",
+                                             sizing_mode="stretch_width"))
+        part_one = layout.main_tab(self, (self.controls, *view, self.downloads))
         # The lab and the Theory page are built when their tab is first opened: a
         # session costs the server (and the page) only what it shows.
         lab = pn.Column(sizing_mode="stretch_width")
@@ -233,6 +236,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory), strict=True))
 
         def build_tab(event):
+            self.set_shown(event.new == 0)  # the main run waits while it is not shown
             if event.new == TABS.index("Inertial lab") and not len(lab):
                 lab[:] = [self._inertial_lab()]
             elif event.new == TABS.index("Theory") and not len(theory):

@@ -4,6 +4,11 @@ softmax, tracking the moving softmax).
 Bokeh ``image`` glyphs fed by one ``ColumnDataSource`` each; a frame replaces
 their ``data``.  Row i (query) runs down, column j (source) across.
 
+A and A* share one colour scale (:attr:`Heatmaps.color_scale`): fixed on [0, 1] (maps
+comparable across runs and times), automatic (0 to the largest entry, in steps: at
+N = 256 the entries are about 1/N and the fixed scale is uniformly dark) or
+logarithmic (the decades the entries span).
+
 The images are drawn on the plots' overlay canvas (``level="overlay"``): a new frame
 then repaints the image alone, not the axes, title and colour bar around it, which
 cost the page far more than the 64 x 64 image (Bokeh reads the page's CSS for every
@@ -16,9 +21,12 @@ import math
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
+import param
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper, LogColorMapper
 from bokeh.palettes import RdBu11, Viridis256
 from bokeh.plotting import figure
+
+from .models import ZERO_NOTE, spec
 
 _TINY = 1e-300
 #: Smallest colour limit of the log-ratio map (a converged run shows a flat map).
@@ -28,6 +36,10 @@ _MIN_LIMIT = 1e-3
 _HEADROOM = 1.25
 #: ... set when that entry exceeds them or falls below this fraction of them.
 _SHRINK = 0.25
+#: The colour scales of A and A* (:attr:`Heatmaps.color_scale`).
+SCALES = ("fixed 0–1", "automatic", "logarithmic")
+#: Smallest lower end of the logarithmic scale (entries below it take its colour).
+LOG_FLOOR = 1e-12
 
 
 def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
@@ -35,14 +47,51 @@ def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(A, _TINY)) - np.log(np.maximum(A_star, _TINY))
 
 
-def _bar_mapper(mapper: LinearColorMapper) -> LinearColorMapper:
-    """A twin of ``mapper`` for the colour bar alone.
+def _bar_mapper(mapper):
+    """A twin of ``mapper`` (linear or log) for the colour bar alone.
 
     BokehJS signals a change of a colour mapper's "metrics" each time it colours an
     image, and a colour bar listening to that lays its whole plot out again and
     repaints it (axes, title, bar): a twin the image never uses spares every frame that.
     """
-    return LinearColorMapper(palette=mapper.palette, low=mapper.low, high=mapper.high)
+    return type(mapper)(palette=mapper.palette, low=mapper.low, high=mapper.high)
+
+
+def scale_limits(scale: str, low: float, high: float, lo: float, hi: float):
+    """The colour limits of A and A* for entries in ``[lo, hi]``, or None to keep
+    ``[low, high]`` (limits change in steps: a change repaints the colour bars).
+
+    Parameters
+    ----------
+    scale : str
+        One of :data:`SCALES`.
+    low, high : float
+        The limits now.
+    lo, hi : float
+        The smallest and largest entry of the maps.
+
+    Returns
+    -------
+    (float, float) or None
+        Fixed: (0, 1). Automatic: 0 to the power of 2 at or above ``hi`` (at most 1),
+        moved when ``hi`` leaves it or falls below a quarter of it. Logarithmic: the
+        decades around ``[lo, hi]`` (``lo`` at least :data:`LOG_FLOOR`), moved when the
+        entries leave them or the lower end is two decades below the smallest entry.
+    """
+    if scale == SCALES[0]:
+        new = (0.0, 1.0)
+    elif scale == SCALES[1]:
+        if 0 < high <= 1 and _SHRINK * high <= hi <= high and low == 0.0:
+            return None
+        new = (0.0, min(1.0, 2.0 ** math.ceil(math.log2(max(hi, 1e-12)))))
+    else:
+        lo = max(lo, LOG_FLOOR)
+        if low > 0 and low <= lo < 100 * low and hi <= high <= 10 * max(hi, LOG_FLOOR):
+            return None
+        new = (10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(max(hi, lo))))
+        if new[0] == new[1]:
+            new = (new[0] / 10, new[1])
+    return None if new == (low, high) else new
 
 
 def _figure(title, mapper, n, label, bar_mapper=None):
@@ -63,15 +112,25 @@ def _figure(title, mapper, n, label, bar_mapper=None):
 class Heatmaps(pn.viewable.Viewer):
     """Three heatmaps side by side; :meth:`update` pushes one frame."""
 
+    color_scale = param.Selector(
+        default=SCALES[0], objects=list(SCALES),
+        doc="Colour scale of A and A*: fixed on [0, 1], automatic, or logarithmic.")
+
     def __init__(self, n_tokens: int = 8, **params):
         super().__init__(**params)
         self.n = n_tokens
-        mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=1.0)
+        self._extremes = (0.0, 1.0)  # smallest and largest entry of A and A* shown
+        # one mapper of each kind for A and A*, and their twins for the colour bars
+        self.mappers = {"lin": LinearColorMapper(palette=Viridis256, low=0.0, high=1.0),
+                        "log": LogColorMapper(palette=Viridis256, low=1e-3, high=1.0)}
+        self.bar_mappers = {k: _bar_mapper(m) for k, m in self.mappers.items()}
+        mapper = self.mappers["lin"]
         self.ratio_mapper = LinearColorMapper(palette=list(reversed(RdBu11)), low=-1.0, high=1.0)
         self.fig_attention, self.attention = _figure(
-            "Attention A(t)", mapper, n_tokens, "A_ij")
+            "Attention A(t)", mapper, n_tokens, "A_ij", self.bar_mappers["lin"])
         self.fig_softmax, self.softmax = _figure(
-            "Softmax A*(t) = rowsoftmax(βS)", mapper, n_tokens, "A*_ij")
+            "Softmax A*(t) = rowsoftmax(βS)", mapper, n_tokens, "A*_ij",
+            self.bar_mappers["lin"])
         self.ratio_bar_mapper = _bar_mapper(self.ratio_mapper)
         self.fig_ratio, self.ratio = _figure(
             "Lag log(A/A*)", self.ratio_mapper, n_tokens, "log(A/A*)", self.ratio_bar_mapper)
@@ -83,6 +142,34 @@ class Heatmaps(pn.viewable.Viewer):
             args={"source": self.attention},
             code="const f = source.data.frame; if (f) source.tags = [f[0]];"))
         self.sources = (self.attention, self.softmax, self.ratio)
+
+    def set_model(self, model: str) -> None:
+        """Say on the lag map when the model's attention is the softmax (its spec's
+        ``identically_zero`` has ``kl``: log(A/A*) ≡ 0, drawn as rounding noise)."""
+        title = self.fig_ratio.title.text.removesuffix(f" {ZERO_NOTE}")
+        if "kl" in spec(model).identically_zero:
+            title += f" {ZERO_NOTE}"
+        if title != self.fig_ratio.title.text:
+            self.fig_ratio.title.text = title
+
+    @param.depends("color_scale", watch=True)
+    def _swap_mappers(self) -> None:
+        """Colour A and A* with the mapper of the chosen scale, at limits for the maps
+        shown."""
+        kind = "log" if self.color_scale == SCALES[2] else "lin"
+        for fig in (self.fig_attention, self.fig_softmax):
+            fig.renderers[0].glyph.color_mapper = self.mappers[kind]
+            bar = next(r for r in fig.right if isinstance(r, ColorBar))
+            bar.color_mapper = self.bar_mappers[kind]
+        self._fit_scale(*self._extremes)
+
+    def _fit_scale(self, lo: float, hi: float) -> None:
+        kind = "log" if self.color_scale == SCALES[2] else "lin"
+        mapper = self.mappers[kind]
+        limits = scale_limits(self.color_scale, mapper.low, mapper.high, lo, hi)
+        if limits is not None:
+            mapper.update(low=limits[0], high=limits[1])
+            self.bar_mappers[kind].update(low=limits[0], high=limits[1])
 
     def resize(self, n: int) -> None:
         """Fit the axes and images to ``n`` tokens."""
@@ -104,6 +191,9 @@ class Heatmaps(pn.viewable.Viewer):
             self.resize(A.shape[0])
         ratio = log_ratio(A, A_star)
         limit = max(float(np.abs(ratio).max()), _MIN_LIMIT)
+        self._extremes = (float(min(A.min(), A_star.min())), float(max(A.max(), A_star.max())))
+        if self.color_scale != SCALES[0]:
+            self._fit_scale(*self._extremes)
         self.attention.data = {"image": [A.astype(np.float32)], "frame": [frame_id]}
         softmax = {"image": [A_star.astype(np.float32)]}
         if beta is not None:

@@ -16,6 +16,9 @@ from dynamics.models.attention import PATH_USES
 
 #: The part of the theory the main tab runs (Part II runs in the inertial lab).
 MAIN_PART = 1
+#: How the plots say that a diagnostic vanishes by construction for the model
+#: (``spec.identically_zero``).
+ZERO_NOTE = "≡ 0 for this model"
 #: The model run beside the selected one in comparison mode: the softmax-slaved limit
 #: γ → ∞ of the coupled models (the app's choice of reference, named once here).
 COMPARISON_MODEL = "reduced"

@@ -92,6 +92,7 @@ class Playback(param.Parameterized):
         self._ticks = deque(maxlen=30)
         self._last_status = 0.0
         self.tick_ms = self.compute_ms = 0.0
+        self._shown = True  # the main tab is shown: the run advances only then
 
     def step_once(self) -> None:
         """Advance one frame (used by the Step button; works while paused)."""
@@ -208,13 +209,16 @@ class Playback(param.Parameterized):
         self._last_status = now
         fps = self.frames_per_second
         sim = self.sim
-        parts = [f"**t = {sim.t:.3f}**", f"{fps:.1f} frames/s",
-                 f"{fps * self.steps_per_frame:.0f} steps/s",
-                 f"server {self.tick_ms:.1f} ms/tick ({self.compute_ms:.1f} ms simulation)",
-                 f"model **{self.settings.model}**, N = {self.settings.n_tokens}, "
-                 f"d = {self.settings.dim}"]
+        running = sim.status == RUNNING and self.playing and self._shown
+        parts = [f"**t = {sim.t:.3f}**"]
+        if running:  # rates of a run that advances (none while paused: no stale rates)
+            parts += [f"{fps:.1f} frames/s", f"{fps * self.steps_per_frame:.0f} steps/s",
+                      f"server {self.tick_ms:.1f} ms/tick ({self.compute_ms:.1f} ms simulation)"]
+        parts.append(f"model **{self.settings.model}**, N = {self.settings.n_tokens}, "
+                     f"d = {self.settings.dim}")
         if sim.status == RUNNING:
-            parts.append("▶ playing" if self.playing else "❚❚ paused")
+            parts.append("▶ playing" if running else "❚❚ paused" if not self.playing
+                         else "▶ playing (waits while another tab is shown)")
         text = " · ".join(parts)
         if sim.status != RUNNING:
             text += f"\n\n⚠ **{sim.status}**: {sim.message}"
@@ -242,7 +246,7 @@ class Playback(param.Parameterized):
             pn.state.on_session_destroyed(self._on_session_destroyed)
             server.install_closed_socket_filter()
         self._callback = pn.state.add_periodic_callback(
-            self.tick, period=self.period, start=self.playing)
+            self.tick, period=self.period, start=self.playing and self._shown)
         server.register_session(self)
 
     @property
@@ -273,10 +277,28 @@ class Playback(param.Parameterized):
             return
         if not self.playing:
             self.timeseries.flush()
-        cb = self._callback
-        if cb is not None:
-            if self.playing and not cb.running:
-                cb.start()
-            elif not self.playing and cb.running:
-                cb.stop()
+        self._ticks.clear()  # the frame rate counts from the next frame
+        self._sync_callback()
         self._update_status(force=True)
+
+    def set_shown(self, shown: bool) -> None:
+        """The main tab is shown (True) or another tab is: the run advances only while
+        the main tab is shown and ``playing``, and goes on when it is shown again."""
+        if shown == self._shown:
+            return
+        self._shown = shown
+        self.timeseries.flush()
+        self._ticks.clear()
+        self._sync_callback()
+        self._update_status(force=True)
+
+    def _sync_callback(self) -> None:
+        """Run the periodic callback exactly while playing with the main tab shown."""
+        cb = self._callback
+        if cb is None:
+            return
+        run = self.playing and self._shown
+        if run and not cb.running:
+            cb.start()
+        elif not run and cb.running:
+            cb.stop()

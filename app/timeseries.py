@@ -30,7 +30,7 @@ from bokeh.models import ColumnDataSource, Label, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
-from .models import energy_symbol, not_applicable, spec
+from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .ranges import LOG_FLOOR, TRIM, SteppedRange
 
 #: Rows kept in the time-series buffer.
@@ -49,8 +49,6 @@ _DIAGNOSTIC = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log
                "dissipated": "dissipated"}
 #: The symbol of the potential's line: a model whose energy is the potential draws one line.
 POTENTIAL = "Φ"
-#: Shown in a plot all of whose lines vanish by construction for the model.
-ZERO_NOTE = "≡ 0 for this model"
 
 
 def _finite(x) -> float:

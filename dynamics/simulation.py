@@ -139,13 +139,13 @@ class Simulation:
         s = self.settings
         if s.changes == self._seen:
             return None
-        self._seen = s.changes
         values = s.values()
-        self._dt, self._norm_limit = values["dt"], values["norm_limit"]
         if values["model"] != self.spec.name or any(
                 values[k] != self._values[k] for k in self.spec.restart_settings()):
-            self._restart()
+            self._restart()  # (a build that fails leaves the run and _seen as they were)
             return "restart"
+        self._seen = s.changes
+        self._dt, self._norm_limit = values["dt"], values["norm_limit"]
         changed = {k: (self._values[k], values[k]) for k in self.spec.reads()
                    if k not in _LOOSE and values[k] != self._values[k]}
         self._values = values
@@ -192,22 +192,25 @@ class Simulation:
 
     # -- the loop -------------------------------------------------------
     def _restart(self) -> None:
+        """Build the run of the current settings; nothing changes if the build fails (its
+        ``ValueError`` says why, and the next call tries again)."""
         s = self.settings
-        self._seen = s.changes
-        self._values = values = s.values()
-        self.spec = registry.get(values["model"])
+        seen, values = s.changes, s.values()
+        spec = registry.get(values["model"])
+        try:  # user-given initial arrays serve every restart whose shapes they fit
+            given = check_initial_arrays(values, **self._given)
+        except ValueError:
+            given = {}
+        problem, state = spec.build(values, given)
+        stepper = spec.stepper(problem)
+        self._seen, self._values, self.spec = seen, values, spec
         self._dt, self._norm_limit = values["dt"], values["norm_limit"]
         self.status, self.message, self.diverged_at = RUNNING, "", None
-        try:  # user-given initial arrays survive a restart only while their shapes fit
-            self._given = check_initial_arrays(values, **self._given)
-        except ValueError:
-            self._given = {}
-        self._problem, self._state = self.spec.build(values, self._given)
-        self._stepper = self.spec.stepper(self._problem)
-        self._carry = self._stepper.start(self._state)
+        self._problem, self._state, self._stepper = problem, state, stepper
+        self._carry = stepper.start(state)
         self._memo = None
         self._changes = []
-        self._energy0 = self._energy(self._problem, self._state)
+        self._energy0 = self._energy(problem, state)
 
     def _energy(self, problem, st) -> float:
         """The model's energy ``E`` of a state (0 where it has none)."""

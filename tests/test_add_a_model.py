@@ -100,3 +100,13 @@ def test_a_registered_model_runs_everywhere(toy, tmp_path, capsys):
 def test_a_name_is_registered_once(toy):
     with pytest.raises(ValueError, match="registered already"):
         models.register(TOY)
+
+
+def test_a_spec_naming_unknown_or_unread_settings_is_refused():
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="unknown settings"):
+        models.register(replace(TOY, name="toy_typo", settings=("confinment",)))
+    with pytest.raises(ValueError, match="not among the settings it reads"):
+        models.register(replace(TOY, name="toy_stray", energy_settings=("kappa",)))
+    assert "toy_typo" not in models.names() and "toy_stray" not in models.names()

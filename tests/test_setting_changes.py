@@ -102,3 +102,63 @@ def test_settings_count_value_changes_and_a_run_takes_them_in():
     s.gamma = 7.0
     sim.advance(1)
     assert sim.problem.gamma == 7.0 and sim.problem.beta == 2.0
+
+
+@pytest.mark.parametrize("model", ["attention", "canonical"])
+def test_tracking_bound_stays_a_bound_across_a_quench(model):
+    """A β change moves the log-odds W = Z − βS by −Δβ S: the bound grows with it, so the
+    plotted lag never exceeds it (it did: KL 6.9 > bound 5.3 after β 1 → 6)."""
+    s = Settings(model=model, init_momentum="random", n_tokens=6, dim=3)
+    sim = Simulation(s)
+    sim.step(100)
+    s.beta = 6.0
+    for n in (0, 1, 20, 20, 20):
+        d = sim.step(n).diagnostics
+        assert d["kl"] <= d["kl_bound"] * (1 + 1e-12), d
+
+
+def test_mass_change_updates_the_score_rate_of_the_bound():
+    s = Settings(model="canonical", init_momentum="random", **SMALL)
+    sim = Simulation(s)
+    sim.step(10)
+    s.mass = 3.0
+    sim.step(0)
+    st = sim.state
+    expected = (st.P / 3.0) @ sim.problem.M @ st.X.T + st.X @ sim.problem.M @ (st.P / 3.0).T
+    np.testing.assert_allclose(st.S_dot, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_restart_that_cannot_build_leaves_the_run_as_it_was():
+    s = Settings(model="canonical", **SMALL)
+    sim = Simulation(s)
+    before = sim.step(5)
+    s.param.update(model="softmax_inertial", value_diag="-1")
+    with pytest.raises(ValueError, match="value_diag"):
+        sim.step(1)
+    assert sim.model == "canonical" and sim.t == before.t
+    assert sim.frame().diagnostics["t"] == before.t  # still a consistent run
+    with pytest.raises(ValueError):  # and the refused change is not forgotten
+        sim.step(1)
+    s.value_diag = "1"
+    assert sim.sync() == "restart" and sim.model == "softmax_inertial"
+
+
+def test_dt_never_restarts_a_run():
+    for model in ("attention", "reduced", "transformer", "linear", "softmax_inertial"):
+        s = Settings(model=model, n_tokens=4, dim=2)
+        sim = Simulation(s)
+        sim.step(3)
+        s.dt = 0.005
+        assert sim.sync() is None and sim.t > 0.0, model
+
+
+def test_given_arrays_come_back_when_their_shapes_fit_again():
+    s = Settings(model="canonical", **SMALL)
+    X = np.arange(12.0).reshape(4, 3) / 10
+    sim = Simulation(s, features=X)
+    s.n_tokens = 5
+    sim.step(0)
+    assert sim.state.X.shape == (5, 3)
+    s.n_tokens = 4
+    sim.step(0)
+    np.testing.assert_array_equal(sim.state.X, X)

@@ -64,6 +64,7 @@ def reference(prob, state):
 SPEC = register(ModelSpec(
     name="attention", part=1, title="Attention on a prescribed path", section="attention",
     settings=("gamma", "init_attention", *part_one.PATH_SETTINGS),
+    continue_settings=("dt", "gamma"),
     energy_settings=("beta",),
     equations=r"""
 <p><b>Prescribed path</b> $X(t)$; attention relaxes by the Fisher–Rao flow, in logits
@@ -75,7 +76,7 @@ $\dot B_i = -\lambda B_i + \beta\,\mathrm{osc}(\dot S_i)$,
 so $\sum_i \mathrm{KL}(A_i\|A^*_i) \le \sum_i B_i^2/8$.</p>""",
     look_for="At fixed features KL decays like exp(−2λt); moving features leave a lag.",
     energy_symbol="F",
-    build=_build, reproblem=part_one.same_state,
+    build=_build, reproblem=part_one.retrack_on_path,
     stepper=ExactLogit, energy=free_energy, diagnostics=_diagnostics,
     readable={"reference": reference, "field": logit_velocity},
 ))

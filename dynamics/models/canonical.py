@@ -114,6 +114,7 @@ def _reference(prob, state):
 SPEC = register(ModelSpec(
     name="canonical", part=1, title="Canonical model", section="canonical",
     settings=("gamma", "mass", "confinement", "init_attention", "init_momentum"),
+    continue_settings=("dt", "gamma"),
     energy_settings=("beta", "mass", "confinement"),
     equations=r"""
 <p><b>Canonical model</b>: $H = \frac{\|P\|^2}{2m} + F(A;X) + \frac{k}{2}\|X\|^2$,
@@ -123,7 +124,7 @@ Energy–dissipation law: $\dfrac{dH}{dt} = -D \le 0$, i.e.
 $H(t) - H(0) + \int_0^t D\,ds = 0$.</p>""",
     look_for="H only decreases, the residual stays near 0; large γ approaches the reduced "
              "model.",
-    build=_build, reproblem=part_one.same_state,
+    build=_build, reproblem=part_one.retrack,
     stepper=TrackedEtdVerlet, energy=_energy, diagnostics=_diagnostics,
     readable={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
            "effective_scores": effective_scores, "hamiltonian": hamiltonian},

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import energy as en
+from ..diagnostics import scores_of
 from ..initial import draw_initial_data
 from ..logits import centre_rows
 from ..paths import FeaturePath
@@ -142,6 +143,28 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
 def same_state(prob, state, values):
     """After a setting change: the problem with the new β, γ, m, κ, k; the same state."""
     return prob.with_values(values), state
+
+
+def retrack(prob, state, values, *, free_motion=True):
+    """After a setting change of a model that keeps the tracking bound: the new problem,
+    and the state with its bound still a bound. A change of β moves the log-odds
+    ``W = Z − βS`` by ``−Δβ S``, so ``osc(W_i)`` grows by at most ``|Δβ| osc(S_i)``: ``B``
+    grows by that much. With ``free_motion`` (``Ẋ = P/m``) a change of ``m`` changes
+    ``dS/dt``, recomputed here."""
+    new = prob.with_values(values)
+    S = scores_of(prob, state)
+    B = state.B
+    if new.beta != prob.beta:
+        B = B + abs(new.beta - prob.beta) * en.oscillation(S)
+    S_dot = state.S_dot
+    if free_motion and new.mass != prob.mass:
+        S_dot = score_rate(state.X, state.P / new.mass, new.M)
+    return new, replace(state, B=B, S_dot=S_dot)
+
+
+def retrack_on_path(prob, state, values):
+    """:func:`retrack` for features on a prescribed path (``dS/dt`` comes from the path)."""
+    return retrack(prob, state, values, free_motion=False)
 
 
 def reslave(prob, state, values):

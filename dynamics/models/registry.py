@@ -7,6 +7,7 @@ Adding a model is writing one module that builds a :class:`ModelSpec` and calls
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,11 +41,13 @@ class ModelSpec:
         The settings the model reads beyond :data:`COMMON_SETTINGS` of its part.
     energy_settings : tuple of str
         Settings that enter its energy: changing one mid-run does protocol work and
-        continues from the current state. Every other setting it reads except ``dt``,
-        ``gamma``, ``norm_limit`` and the damping restarts the run.
+        continues from the current state. Every other setting it reads restarts the run,
+        except ``dt``, ``norm_limit`` and its ``continue_settings``.
     continue_settings : tuple of str
-        Settings that change mid-run without work and without a restart (``dt``, γ, the
-        damping).
+        Settings that change mid-run without work and without a restart (default
+        ``("dt",)``; γ for the models that relax attention, the damping in Part II).
+        Every energy or continue setting must be one the model reads (checked by
+        :func:`register`, which also refuses settings ``Settings`` does not know).
     equations : str
         The model's equations, HTML with KaTeX ``$…$`` / ``$$…$$``.
     look_for : str
@@ -66,8 +69,9 @@ class ModelSpec:
         state it continues from (the same, or with slaved attention moved to the new β).
     stepper : callable ``(problem) -> Stepper``
         The scheme that advances it (a :class:`~dynamics.steppers.base.Stepper` class).
-    energy : callable ``(problem, state) -> float``
-        The energy ``E`` of the balance (``F``, ``H`` or ``H_r``), or None.
+    energy : callable ``(problem, state, log_a) -> float``
+        The energy ``E`` of the balance (``F``, ``H``, ``H_r`` or ``Φ``), or None;
+        ``log_a`` is ``log A`` from the state's logits (None where it has none).
     diagnostics : callable ``(problem, state, energy0) -> (dict, dict)``
         Every scalar diagnostic of a state (``energy0``: ``E(0)`` of the run), and the
         arrays its frame shows besides features and momenta (``attention``, ``softmax``,
@@ -97,7 +101,7 @@ class ModelSpec:
     stepper: Callable
     energy: Callable | None
     diagnostics: Callable
-    continue_settings: tuple = ("dt", "gamma")
+    continue_settings: tuple = ("dt",)
     not_applicable: tuple = ()
     energy_symbol: str = "H"
     identically_zero: tuple = ()
@@ -111,7 +115,7 @@ class ModelSpec:
 
     def restart_settings(self) -> tuple:
         """Settings whose change restarts a run of this model."""
-        keep = set(self.energy_settings) | set(self.continue_settings) | {"norm_limit"}
+        keep = set(self.energy_settings) | set(self.continue_settings) | {"dt", "norm_limit"}
         return tuple(s for s in self.reads() if s not in keep)
 
 
@@ -125,6 +129,18 @@ def register(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
         raise ValueError(f"part must be 1 or 2, got {spec.part!r}")
     if spec.name in _REGISTRY and not replace:
         raise ValueError(f"a model named {spec.name!r} is registered already")
+    settings = sys.modules.get("dynamics.settings")
+    known = getattr(settings, "Settings", None)
+    if known is not None:  # (the built-in models register before Settings exists)
+        unknown = [k for k in spec.reads() if k not in known.names()]
+        if unknown:
+            raise ValueError(f"model {spec.name!r} reads unknown settings {unknown}")
+    reads = set(spec.reads())
+    stray = [k for k in (*spec.energy_settings, *spec.continue_settings)
+             if k not in reads and k != "dt"]
+    if stray:
+        raise ValueError(f"model {spec.name!r}: energy/continue settings {stray} are not "
+                         "among the settings it reads")
     _REGISTRY[spec.name] = spec
     for listener in _LISTENERS:
         listener()

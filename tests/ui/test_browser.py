@@ -124,7 +124,10 @@ def test_csv_download_and_inertial_tab(page, server, console_errors):
         page.get_by_text("Download CSV").click()
     with open(info.value.path(), encoding="utf-8") as fh:
         text = fh.read()
-    assert text.startswith("t,free_energy") and len(text.splitlines()) > 3
+    table = [line for line in text.splitlines() if not line.startswith("#")]
+    assert table[0].startswith("t,free_energy") and len(table) > 3
+    assert "# model = \"canonical\"" in text  # the settings, in a commented header
+    assert re.fullmatch(r"canonical_t\d+\.\d{3}_\d{8}-\d{6}\.csv", info.value.suggested_filename)
     page.get_by_text("Inertial lab", exact=True).click()
     page.wait_for_timeout(1500)
     page.get_by_text("Nonequilibrium attention", exact=True).click()
