@@ -60,7 +60,7 @@ def logit_coefficients(beta, lam, h):
 
 
 def logit_step(Z, S0, S1, beta, lam, h, out=None, coef=None):
-    """Exact logit step of §3 over ``[t, t+h]`` with scores ``S0 → S1`` linear in time.
+    """Exact logit step over ``[t, t+h]`` with scores ``S0 → S1`` linear in time.
 
     ``Z₁ = E Z₀ + β(1 − E) S₀ + β ψ(λh) (S₁ − S₀)``, ``E = e^{−λh}``.
 

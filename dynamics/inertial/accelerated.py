@@ -58,7 +58,7 @@ def accelerated_hamiltonian(X, Y, A, V) -> float:
 
 
 def accelerated_dissipation(X, Y, A) -> float:
-    """``Σ_i y_i · ∂H/∂y_i`` (``= 2 × kinetic``); ``dH/dt = −α`` times this (§11)."""
+    """``Σ_i y_i · ∂H/∂y_i`` (``= 2 × kinetic``); ``dH/dt = −α`` times this."""
     return float(np.sum(Y * accelerated_velocity(X, Y, A)))
 
 

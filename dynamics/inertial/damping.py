@@ -50,7 +50,7 @@ class Damping:
         return float(out)
 
     def decay(self, t: float, h: float) -> float:
-        """``σ = exp(−∫_t^{t+h} α)``, the exact damping factor over one step (§12)."""
+        """``σ = exp(−∫_t^{t+h} α)``, the exact damping factor over one step."""
         return float(np.exp(-self.integral(t, h)))
 
     @classmethod

@@ -335,20 +335,22 @@ class TrackedEtdVerlet(EtdVerlet):
                 chain = [before, osc0, *oscs]  # osc Ṡ at steps j − 2, j − 1, j: chain[j:j+3]
                 g = [self._increment(c, chain[j + 2], chain[j + 1], chain[j])
                      for j in range(len(states))]
+            B, decay = base.B, c.decay
+            for j in range(len(states)):  # the same operations whatever the chunking
+                B = decay * B
+                B += g[j]
         except FloatingPointError:
-            return self._finish_stepwise(c, base, pending.base_carry, osc0, states, XMs)
-        B, decay = base.B, c.decay
-        for j in range(len(states)):  # the same operations whatever the chunking
-            B = decay * B
-            B += g[j]
+            return self._finish_stepwise(c, base, pending.base_carry, osc0, states, XMs,
+                                         carry)
         state = replace(state, S_dot=S_dots[-1].copy(), B=B)
         last = oscs[-2] if len(states) > 1 else osc0
         return state, replace(carry, pending=None, osc_S_dot=oscs[-1].copy(),
                               osc_before=(c.h, last.copy()))
 
-    def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs):
-        """:meth:`finish` one step at a time, to find the step whose ``dS/dt`` overflows;
-        raises :class:`DeferredOverflow` with the state before it."""
+    def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs, states_carry):
+        """:meth:`finish` one step at a time, to find the step whose ``dS/dt`` or bound
+        overflows; raises :class:`DeferredOverflow` with the state before it (or returns
+        the finished state, should every step go through one at a time)."""
         from ..models.part_one import score_rate
 
         M, mass, prev, prev_carry = self.problem.M, self.problem.mass, base, base_carry
@@ -357,11 +359,12 @@ class TrackedEtdVerlet(EtdVerlet):
             try:
                 S1_dot = score_rate(new.X, new.P / mass, M, XM)
                 osc1 = en.oscillation(S1_dot)
+                B = c.decay * prev.B
+                B += self._increment(c, osc1, osc0, before)
             except FloatingPointError as err:
                 raise DeferredOverflow(str(err), new.t, prev, prev_carry) from None
-            B = c.decay * prev.B
-            B += self._increment(c, osc1, osc0, before)
             before, osc0 = osc0, osc1
             prev = replace(new, S_dot=S1_dot, B=B)
             prev_carry = VerletCarry(osc_S_dot=osc1, osc_before=(c.h, before))
-        raise AssertionError("finish failed without an overflowing step")  # pragma: no cover
+        return prev, replace(states_carry, pending=None, osc_S_dot=prev_carry.osc_S_dot,
+                             osc_before=prev_carry.osc_before)
