@@ -13,12 +13,15 @@ from helpers import fitted_order
 from dynamics import Settings, Simulation, models
 from dynamics.reference import solve_reference
 
-#: Settings of each model's order run: small, non-stiff, moving, bounded over t = 1.
+#: Settings of each model's order run: small, moving, bounded over t = 1; those that relax
+#: attention are non-stiff here (λh ≤ 0.0375 < 0.05 at every dt: the steppers' plain
+#: branches) and stiff in :data:`STIFF` (λh from 2.5 to 0.31: their stiff branches).
 CASES = {
-    "attention": {"path": "rotation", "gamma": 2.0, "init_attention": "random"},
-    "canonical": {"init_momentum": "random", "init_attention": "random"},
-    "value_matching": {"init_momentum": "random", "init_attention": "random", "kappa": 0.5},
-    "cotangent_lift": {"init_momentum": "random", "init_attention": "random"},
+    "attention": {"path": "rotation", "gamma": 0.3, "init_attention": "random"},
+    "canonical": {"init_momentum": "random", "init_attention": "random", "gamma": 0.3},
+    "value_matching": {"init_momentum": "random", "init_attention": "random", "kappa": 0.5,
+                       "gamma": 0.3},
+    "cotangent_lift": {"init_momentum": "random", "init_attention": "random", "gamma": 0.3},
     "reduced": {"init_momentum": "random"},
     "transformer": {},
     "linear": {"value_diag": "0.5"},
@@ -28,6 +31,15 @@ CASES = {
     "softmax_momentum": {},
 }
 T_END = 1.0
+#: The models that relax attention, once more with γ = 20 (every step stiff).
+STIFF = ("attention", "canonical", "value_matching", "cotangent_lift")
+#: Known shortfall (open): value matching's stiff steps converge at about order 1.2-1.5 from
+#: uniform or random attention (features 8.9e-4 … 7.8e-5 for dt = 1/8 … 1/64, γ = 20); the
+#: strict xfail turns into a failure once they reach order 2.
+VM_STIFF = pytest.mark.xfail(strict=True, reason="value matching, stiff: order < 2 (open)")
+RUNS = [(m, "plain") for m in models.names()] + [
+    pytest.param(m, "stiff", marks=VM_STIFF) if m == "value_matching" else (m, "stiff")
+    for m in STIFF]
 
 
 def _error(sim_state, ref):
@@ -45,11 +57,12 @@ def _error(sim_state, ref):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", models.names())
-def test_measured_order_matches_the_stepper(model):
+@pytest.mark.parametrize("model, regime", RUNS)
+def test_measured_order_matches_the_stepper(model, regime):
     spec = models.get(model)
     assert "reference" in spec.readable, f"{model} declares no reference field"
-    base = Settings(model=model, n_tokens=5, dim=3, seed=3, **CASES.get(model, {}))
+    values = dict(CASES.get(model, {}), **({"gamma": 20.0} if regime == "stiff" else {}))
+    base = Settings(model=model, n_tokens=5, dim=3, seed=3, **values)
     ref, unpack = solve_reference(base, T_END, rtol=1e-12, atol=1e-14)
     assert ref.success
     exact = unpack(ref.y[:, -1])
@@ -66,6 +79,6 @@ def test_measured_order_matches_the_stepper(model):
         steps.append(dt)
         errors.append(_error(sim.state, exact))
     measured = fitted_order(steps, errors)
-    print(f"{model} ({type(Simulation(base).stepper).__name__}, order {order}): "
+    print(f"{model}, {regime} ({type(Simulation(base).stepper).__name__}, order {order}): "
           f"errors {errors}, measured {measured:.2f}")
     assert measured == pytest.approx(order, abs=0.25)
