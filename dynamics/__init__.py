@@ -6,15 +6,23 @@ Pure NumPy/SciPy; never imports Panel, Bokeh or HoloViews. The models live in
 """
 
 from . import models
+from . import settings as _settings
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .models import DIAGNOSTICS
-from .settings import MODELS, PART_I_MODELS, PART_II_MODELS, PATHS, Settings
+from .settings import PATHS, Settings
 from .simulation import Change, Simulation
 from .state import State
 from .trajectory import Trajectory, simulate
 
-#: Diagnostics each registered model does not define (reported as NaN), at import.
-NOT_APPLICABLE = {s.name: s.not_applicable for s in models.specs() if s.not_applicable}
+
+def __getattr__(name):
+    """``MODELS``, ``PART_I_MODELS``, ``PART_II_MODELS`` and ``NOT_APPLICABLE`` (diagnostics
+    each model does not define), read from the registry at each access."""
+    if name == "NOT_APPLICABLE":
+        return {s.name: s.not_applicable for s in models.specs() if s.not_applicable}
+    if name in ("MODELS", "PART_I_MODELS", "PART_II_MODELS"):
+        return getattr(_settings, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Change", "DIAGNOSTICS", "DIVERGED", "FAILED", "Frame", "MODELS", "NOT_APPLICABLE",

@@ -15,11 +15,16 @@ import param
 
 from . import models as _registry
 
-#: The registered models at import (the registry itself, ``dynamics.models``, is the
-#: authority: a model registered later is added to ``Settings.model``'s choices too).
-PART_I_MODELS = _registry.names(part=1)
-PART_II_MODELS = _registry.names(part=2)
-MODELS = _registry.names()
+#: ``MODELS``, ``PART_I_MODELS``, ``PART_II_MODELS``: the registered models, read from the
+#: registry (``dynamics.models``) at each access, so a model registered later is listed.
+_MODEL_LISTS = {"MODELS": None, "PART_I_MODELS": 1, "PART_II_MODELS": 2}
+
+
+def __getattr__(name):
+    if name in _MODEL_LISTS:
+        return _registry.names(part=_MODEL_LISTS[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 _NUM = r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*"
 _FLOAT_LIST = rf"^{_NUM}(?:,{_NUM})*$"
 PATHS = ("static", "rotation", "oscillation", "drift", "switch", "converging")
@@ -74,7 +79,7 @@ class Settings(param.Parameterized):
     """Every setting of a simulation (Theory page, Parts I and II)."""
 
     model = param.Selector(
-        default="canonical", objects=list(MODELS), label="Model",
+        default="canonical", objects=list(_registry.names()), label="Model",
         doc="Which dynamics to run (Theory page: one section per model).",
     )
     n_tokens = Integer(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+import dynamics
 from dynamics import Settings, Simulation, State, models, simulate
 from dynamics.cli import main
 from dynamics.steppers import Stepper
@@ -70,6 +71,7 @@ def toy():
 
 def test_a_registered_model_runs_everywhere(toy, tmp_path, capsys):
     assert toy.name in models.names(part=2) and toy.name in Settings.param.model.objects
+    assert toy.name in dynamics.MODELS and toy.name in dynamics.PART_II_MODELS
     settings = Settings(model=toy.name, n_tokens=3, dim=2, confinement=4.0, dt=0.001)
     sim = Simulation(settings)
     frame = sim.step(500)
