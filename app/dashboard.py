@@ -17,6 +17,7 @@ import panel as pn
 import param
 
 from dynamics import RUNNING, Settings, Simulation
+from dynamics.models.part_one import confinement_notice
 
 from . import export, katex, layout, server
 from .controls import Controls, checkbox
@@ -82,6 +83,9 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                                        margin=(0, 10))
         self.alert = pn.pane.Alert("", alert_type="warning", visible=False,
                                    sizing_mode="stretch_width")
+        # the confinement bound, said before a run meets it (its divergence message repeats it)
+        self.confinement = pn.pane.Alert("", alert_type="info", visible=False,
+                                         sizing_mode="stretch_width")
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
                                         sizing_mode="stretch_width")
         self.downloads = export.download_buttons(self)
@@ -114,6 +118,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             return
         if not self._from_preset and any(e.name == "model" for e in events):
             self._forget_preset()  # its caption and quench describe another model
+        self._show_confinement()
         if self._batch:
             return
         if self.sim.sync() == "restart":
@@ -180,7 +185,14 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             self._show(self.sim.frame(),
                        self.reference.frame() if self.reference is not None else None)
         self._push_notebook()
+        self._show_confinement()
         self._update_status(force=True)
+
+    def _show_confinement(self) -> None:
+        """Show :func:`confinement_notice` of the current settings (N, k, seed, model)."""
+        text = confinement_notice(self.settings)
+        self.confinement.object = f"ⓘ {text}" if text else ""
+        self.confinement.visible = bool(text)
 
     # -- the Theory page ---------------------------------------------------------
     def show_theory(self, section: str) -> bool:

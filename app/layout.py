@@ -49,7 +49,7 @@ def main_tab(dashboard, sidebar_items) -> pn.Row:
     dashboard.sidebar, dashboard.sidebar_toggle = sidebar, toggle
     main = pn.Column(
         pn.Row(toggle, dashboard.status, sizing_mode="stretch_width"),
-        dashboard.alert, dashboard.caption,
+        dashboard.alert, dashboard.confinement, dashboard.caption,
         plots(dashboard),
         pn.Column(dashboard.explanation, sizing_mode="stretch_width", max_width=900),
         sizing_mode="stretch_width", min_width=320,

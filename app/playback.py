@@ -147,7 +147,8 @@ class Playback(param.Parameterized):
             ref = None
             if self.reference is not None:
                 self._sync_reference()
-                self.reference.advance(n)
+                if self.reference.status == RUNNING:  # a diverged reference stays put
+                    self.reference.advance(n)
                 ref = self.reference.frame()
             computed = time.perf_counter()
             with pn.io.hold():
@@ -177,6 +178,8 @@ class Playback(param.Parameterized):
                                 "the run stopped (Reset to start again)")
             return
         distance = None
+        if ref is not None and self._reference_stopped(ref):
+            ref = None
         if (ref is not None and frame_is_finite(ref, not_applicable(COMPARISON_MODEL))
                 and ref.features.shape == frame.features.shape):
             distance = float(np.linalg.norm(frame.features - ref.features))
@@ -192,7 +195,22 @@ class Playback(param.Parameterized):
         # While playing smoothly, time series go in batches; otherwise at once.
         batched = self.playing and self.sim.status == RUNNING and self._flow_control
         self.timeseries.update(frame, distance, flush=not batched)
+        self.timeseries.mark_changes(self.sim.changes)
         self.trajectories.update(frame, ref)
+
+    def _reference_stopped(self, ref) -> bool:
+        """Whether the comparison run has diverged (its frame ``ref`` not finite, or its
+        status not running); the distance plot then says so and stops drawing."""
+        reference = self.reference
+        if reference.status == RUNNING and frame_is_finite(
+                ref, not_applicable(COMPARISON_MODEL)):
+            return False
+        if reference.status == RUNNING:
+            reference.status = DIVERGED
+            reference.message = f"diverged at t = {ref.t:.4g}: non-finite diagnostics"
+        if self.timeseries.reference_diverged(reference.t):
+            self._last_status = 0.0  # say so at once
+        return True
 
     # -- status --------------------------------------------------------------
     @property
@@ -222,6 +240,10 @@ class Playback(param.Parameterized):
         text = " · ".join(parts)
         if sim.status != RUNNING:
             text += f"\n\n⚠ **{sim.status}**: {sim.message}"
+        ref = self.reference
+        if ref is not None and ref.status != RUNNING:
+            text += (f"\n\n⚠ the reference ({COMPARISON_MODEL} model) **{ref.status}**: "
+                     f"{ref.message}; the distance stops there")
         self.status.object = text
         style = STATUS_STYLE if sim.status == RUNNING else STOPPED_STYLE
         if self.status.styles != style:

@@ -26,7 +26,7 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import ColumnDataSource, Label, Range1d
+from bokeh.models import ColumnDataSource, Label, Range1d, Span
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
@@ -41,14 +41,26 @@ ROLLOVER = 1000
 #: heatmaps and tokens; 8 rather than 5 raised the page's frame rate by about 15 %.
 BATCH = 8
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",
-           "d_potential", "dissipated", "residual", "dissipation_rate", "distance")
+           "d_potential", "dissipated", "residual", "dissipation_rate", "distance", "distance_t",
+           "momentum")
 _TIME = "t (model time units)"
 #: The diagnostic each line draws (where a model's spec may say it is n/a or ≡ 0).
 _DIAGNOSTIC = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
                "residual": "energy_residual", "dissipation_rate": "dissipation_rate",
-               "dissipated": "dissipated"}
+               "dissipated": "dissipated", "momentum": "kinetic_energy"}
 #: The symbol of the potential's line: a model whose energy is the potential draws one line.
 POTENTIAL = "Φ"
+#: The momentum line's label when the momentum term of H is not a kinetic energy
+#: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
+MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
+#: Symbols of the settings in the markers of mid-run changes.
+SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k"}
+
+
+def change_label(change) -> str:
+    """"β 1 → 4" for a :class:`dynamics.Change` (one part per setting changed)."""
+    return ", ".join(f"{SYMBOLS.get(k, k)} {old:g} → {new:g}"
+                     for k, (old, new) in change.values.items())
 
 
 def _finite(x) -> float:
@@ -115,6 +127,7 @@ class TimeSeries(pn.viewable.Viewer):
             ("d_potential", "Φ(t) − Φ(0)", C[2], "dotted"),
             ("dissipated", "dissipated ∫D dt", C[4], "solid"),
             ("residual", "residual H−H(0)+diss.−work", C[3], "solid"),
+            ("momentum", "kinetic energy K(t)", C[6], "dotdash"),
         ):
             self.lines[key] = self.fig_energy.line(
                 "t", key, source=src, color=color, line_dash=dash, line_width=2,
@@ -129,7 +142,7 @@ class TimeSeries(pn.viewable.Viewer):
         self.fig_distance = _figure("Distance to the reduced (softmax-slaved) model",
                                     "‖X − X_reduced‖")
         self.lines["distance"] = self.fig_distance.line(
-            "t", "distance", source=src, color=C[5], line_width=2,
+            "distance_t", "distance", source=src, color=C[5], line_width=2,
             legend_label="‖X − X_reduced‖ (Frobenius)")
         for fig in (self.fig_rate, self.fig_distance):
             _legend_below(fig, ncols=1)
@@ -160,6 +173,13 @@ class TimeSeries(pn.viewable.Viewer):
                 x=12, y=12, x_units="screen", y_units="screen", text=ZERO_NOTE,
                 text_font_size="13pt", text_color="#555", visible=False)
             fig.add_layout(self._zero_notes[fig])
+        # mid-run setting changes: a vertical line and its label per plot
+        self.markers = []
+        self._diverged_note = Label(
+            x=12, y=12, x_units="screen", y_units="screen", text="", text_font_size="11pt",
+            text_color="#d7301f", visible=False)
+        self.fig_distance.add_layout(self._diverged_note)
+        self._ref_end = None  # (t, distance) where the comparison run diverged
         self._show(self.fig_distance, False)
         self._toggle_log()
 
@@ -196,13 +216,18 @@ class TimeSeries(pn.viewable.Viewer):
         labels = dict(self._labels)
         labels["d_energy"] = f"{energy}(t) − {energy}(0)"
         labels["residual"] = f"residual {energy}−{energy}(0)+diss.−work"
+        if "kinetic_energy" in missing:  # the momentum term is no kinetic energy
+            labels["momentum"] = MOMENTUM_TERM
         for key, item in self._legend_items.items():
             diagnostic = _DIAGNOSTIC.get(key)
+            if key == "momentum" and diagnostic in missing:
+                diagnostic = "momentum_energy"
             note = (" — n/a for this model" if diagnostic in missing
                     else f" {ZERO_NOTE}" if diagnostic in zero else "")
             item.label = value(labels[key] + note)
             self.lines[key].visible = not note
-            item.visible = not (key == "d_potential" and energy == POTENTIAL)
+            item.visible = not (key == "d_potential" and energy == POTENTIAL
+                                or key == "momentum" and "init_momentum" not in s.settings)
             if not item.visible:
                 self.lines[key].visible = False
         for fig in self.figures:
@@ -217,6 +242,9 @@ class TimeSeries(pn.viewable.Viewer):
         self.source.data = {c: [] for c in COLUMNS}
         self.e0 = self.phi0 = None
         self.pending = []
+        self.mark_changes(())
+        self._ref_end = None
+        self._diverged_note.visible = False
         for ranges in self._ranges.values():
             self._follow(ranges)
 
@@ -249,7 +277,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.e0, self.phi0 = energy, phi
         kl, bound = _finite(d["kl"]), _finite(d["kl_bound"])
         dissipated, work = _finite(d["dissipated"]), _finite(d["work"])
-        return {
+        row = {
             "t": _finite(d["t"]), "kl": kl, "kl_bound": bound,
             "kl_log": max(kl, LOG_FLOOR), "kl_bound_log": max(bound, LOG_FLOOR),
             "d_energy": energy - self.e0, "budget": work - dissipated,
@@ -257,7 +285,47 @@ class TimeSeries(pn.viewable.Viewer):
             "residual": _finite(d["energy_residual"]),
             "dissipation_rate": _finite(d["dissipation_rate"]),
             "distance": _finite(distance) if distance is not None else 0.0,
+            "distance_t": _finite(d["t"]), "momentum": _finite(d["momentum_energy"]),
         }
+        if self._ref_end is not None:  # no more distance: its points collapse onto the last
+            row["distance_t"], row["distance"] = self._ref_end
+        return row
+
+    def reference_diverged(self, t: float) -> bool:
+        """The comparison run diverged at ``t``: the distance stops there (later rows
+        repeat its last point, drawn as nothing) and its plot says so; whether that is
+        news."""
+        if self._ref_end is not None:
+            return False
+        data = self.source.data
+        last = (self.pending[-1] if self.pending else
+                {k: data[k][-1] for k in ("distance_t", "distance")} if len(data["t"]) else
+                {"distance_t": t, "distance": 0.0})
+        self._ref_end = (float(last["distance_t"]), float(last["distance"]))
+        self._diverged_note.update(text=f"reference diverged at t = {t:.4g}", visible=True)
+        return True
+
+    def mark_changes(self, changes) -> None:
+        """A vertical line labelled like "β 1 → 4" at each mid-run setting change
+        (:attr:`dynamics.Simulation.changes`) on the energy and KL plots; ``()`` removes
+        them all (a new run)."""
+        shown = len(self.markers) // 3  # three plots per change
+        if len(changes) == shown:
+            return
+        if len(changes) < shown:
+            for fig, span, label in self.markers:
+                fig.center = [r for r in fig.center if r is not span and r is not label]
+            self.markers = []
+        for change in changes[len(self.markers) // 3:]:  # the new ones
+            text = change_label(change)
+            for fig in (self.fig_energy, self.fig_kl, self.fig_kl_log):
+                span = Span(location=change.t, dimension="height", line_color="#666",
+                            line_dash="dashed", line_width=1.5, level="overlay")
+                label = Label(x=change.t, y=8, y_units="screen", x_offset=4, text=text,
+                              text_font_size="10pt", text_color="#444", level="overlay")
+                fig.add_layout(span)
+                fig.add_layout(label)
+                self.markers.append((fig, span, label))
 
     def update(self, frame, distance: float | None = None, flush: bool = True) -> None:
         """Append ``frame`` (and the distance to the reduced run, if comparing).

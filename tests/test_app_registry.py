@@ -52,7 +52,9 @@ def test_controls_equations_and_na_come_from_the_spec(model):
     diagnostic = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound",
                   "kl_bound_log": "kl_bound", "residual": "energy_residual",
                   "dissipation_rate": "dissipation_rate", "dissipated": "dissipated"}
-    assert hidden - {"d_potential"} == {
+    # the momentum term is drawn for a model with momenta (issue #20)
+    assert ("momentum" in hidden) == ("init_momentum" not in spec.settings)
+    assert hidden - {"d_potential", "momentum"} == {
         k for k, v in diagnostic.items() if v in spec.not_applicable + spec.identically_zero}
     assert ("d_potential" in hidden) == (spec.energy_symbol == "Φ")  # not drawn twice
     items = d.timeseries._legend_items

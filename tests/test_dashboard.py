@@ -69,9 +69,10 @@ def test_not_applicable_diagnostics_are_hidden_not_nan(model):
     play(d, 3)
     assert all(all_finite(s) for s in sources(d))
     hidden = [k for k, r in d.timeseries.lines.items() if not r.visible]
-    if model == "transformer":  # no energy law; KL and D ≡ 0; its energy is Φ (drawn once)
+    if model == "transformer":  # no energy law; KL and D ≡ 0; its energy is Φ (drawn
+        # once); no momenta
         assert set(hidden) == {"residual", "kl", "kl_log", "kl_bound", "kl_bound_log",
-                               "dissipation_rate", "dissipated", "d_potential"}
+                               "dissipation_rate", "dissipated", "d_potential", "momentum"}
     else:
         assert set(hidden) == {"kl_bound", "kl_bound_log"}
 

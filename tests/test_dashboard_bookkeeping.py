@@ -1,0 +1,125 @@
+"""Fast tier (issue #20, app parts): quench bookkeeping on the plots, a diverged
+comparison run, the confinement notice, the cotangent lift's momentum term, and the
+inertial lab's softmax curves."""
+
+import math
+
+import pytest
+from dashboard_support import all_finite, play, sources
+
+from app import Dashboard
+from app import presets as presets_module
+from app.inertial_lab import InertialLab, load_presets
+from app.timeseries import MOMENTUM_TERM
+from dynamics import Settings, Simulation
+from dynamics.models.part_one import confinement_notice
+
+
+def _quench_preset():
+    (quench,) = [p for p in presets_module.load_presets() if "quench" in p]
+    return quench
+
+
+def test_a_quench_is_marked_and_both_balance_lines_jump():
+    d = Dashboard(playing=False)
+    quench = _quench_preset()
+    assert d.load_preset(quench)
+    at = quench["quench"]["at_t"]
+    while d.sim.t < at + 0.5:
+        d.tick()
+    ts = d.timeseries
+    (change,) = d.sim.changes
+    label = f"β {quench['settings']['beta']:g} → {quench['quench']['beta']:g}"
+    assert {lb.text for _, _, lb in ts.markers} == {label}
+    assert {fig for fig, _, _ in ts.markers} == {ts.fig_energy, ts.fig_kl, ts.fig_kl_log}
+    assert all(span.location == change.t for _, span, _ in ts.markers)
+    assert ts.lines["budget"].visible and ts.lines["d_energy"].visible
+    data = ts.source.data
+    i = next(i for i, t in enumerate(data["t"]) if t > change.t)
+    jump_e = data["d_energy"][i] - data["d_energy"][i - 1]
+    jump_b = data["budget"][i] - data["budget"][i - 1]
+    assert jump_e == pytest.approx(change.work, rel=0.05)
+    assert jump_b == pytest.approx(change.work, rel=0.05)
+    d.reset()  # a new run: no markers
+    assert ts.markers == [] and not d.sim.changes
+    assert not any(type(r).__name__ == "Span" for r in ts.fig_energy.center)
+
+
+def test_the_quench_caption_says_what_its_run_does():
+    quench = _quench_preset()
+    caption = quench["caption"]
+    assert "[protocol work](#changing-a-setting-during-a-run-protocol-work)" in caption
+    s = Settings(**quench["settings"])
+    sim = Simulation(s)
+    while sim.t < quench["quench"]["at_t"] - 1e-12:
+        sim.advance(5)
+    s.beta = quench["quench"]["beta"]
+    sim.sync()
+    (change,) = sim.changes
+    assert f"+{change.work:.0f}" in caption  # the jump of H and of the work
+    assert "6.9" in confinement_notice(s) and "6.9" in caption
+
+
+def test_a_diverged_reference_is_said_and_no_longer_drawn():
+    d = Dashboard(query={"beta": "4", "n_tokens": "16", "compare": "true"}, playing=False)
+    assert d.compare
+    for _ in range(1000):
+        d.tick()
+        if d.reference.status != "running":
+            break
+    assert d.reference.status == "diverged" and 10 < d.reference.t < 16
+    play(d, 10)
+    ts = d.timeseries
+    assert ts._diverged_note.visible
+    assert ts._diverged_note.text == f"reference diverged at t = {d.reference.t:.4g}"
+    assert "reference (reduced model) **diverged**" in d.status.object
+    data = ts.source.data
+    assert len(set(data["distance_t"][-8:])) == 1 and data["t"][-1] > data["distance_t"][-1]
+    assert all(all_finite(s) for s in sources(d))
+    d.reset()
+    assert not ts._diverged_note.visible and "diverged" not in d.status.object
+
+
+def test_the_confinement_notice_follows_the_settings():
+    d = Dashboard(settings=Settings(n_tokens=16), playing=False)
+    assert d.confinement.visible and confinement_notice(d.settings) in d.confinement.object
+    d.settings.confinement = 7.0
+    assert not d.confinement.visible
+    d.settings.n_tokens = 64  # a larger bound
+    assert d.confinement.visible == (confinement_notice(d.settings) is not None)
+    assert d.confinement.object.endswith(confinement_notice(d.settings) or "")
+    d.settings.model = "attention"
+    assert not d.confinement.visible
+
+
+@pytest.mark.parametrize("model", ["cotangent_lift", "canonical", "attention"])
+def test_the_momentum_line_is_named_for_what_it_is(model):
+    d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=3), playing=False)
+    play(d, 5)
+    ts = d.timeseries
+    item = ts._legend_items["momentum"]
+    if model == "attention":  # no momenta
+        assert not item.visible and not ts.lines["momentum"].visible
+        return
+    assert item.visible and ts.lines["momentum"].visible
+    expected = MOMENTUM_TERM if model == "cotangent_lift" else "kinetic energy K(t)"
+    assert item.label.value == expected
+    labels = [i.label.value for i in ts.fig_energy.legend[0].items if i.visible]
+    assert not any("kinetic" in lb for lb in labels) or model != "cotangent_lift"
+    assert ts.source.data["momentum"][-1] == pytest.approx(
+        d.sim.frame().diagnostics["momentum_energy"])
+
+
+def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
+    lab = InertialLab()
+    presets, _ = load_presets()
+    for p in presets:
+        lab.preset = p["name"]
+        curve = lab.soft_src["softmax_inertial"].data
+        if p["name"].startswith("V ⪯ 0"):  # B = V A⁻¹ not positive definite: refused
+            assert len(curve["t"]) == 0
+            assert "softmax_inertial needs B = V A⁻¹ positive definite" in lab.status.object
+            continue
+        assert len(curve["t"]) > 10, p["name"]
+        assert all(math.isfinite(v) and v > 0 for v in curve["s"]), p["name"]
+        assert "softmax_inertial:" not in lab.status.object, p["name"]
