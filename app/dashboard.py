@@ -191,7 +191,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     def _show_confinement(self) -> None:
         """Show :func:`confinement_notice` of the current settings (N, k, seed, model)."""
         text = confinement_notice(self.settings)
-        self.confinement.object = f"ⓘ {text}" if text else ""
+        self.confinement.object = text or ""
         self.confinement.visible = bool(text)
 
     # -- the Theory page ---------------------------------------------------------

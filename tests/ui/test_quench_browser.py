@@ -1,0 +1,39 @@
+"""Browser tier (issue #20, item 1): the quench preset on the served page — the change
+is marked on the energy and KL plots by a vertical line labelled "β 1 → 5", the
+confinement notice is shown, and the caption links to the protocol work."""
+
+import pytest
+
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+
+#: The mid-run change markers of the plot titled ``title``: [[location, label text]].
+MARKERS = """
+(title) => {
+  const fig = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.title && m.title.text === title);
+  if (!fig) return null;
+  const spans = fig.center.filter(r => r.dimension === "height" && r.location != null);
+  const labels = fig.center.filter(r => typeof r.text === "string" && r.text.includes("→"));
+  return spans.map((s, i) => [s.location, labels[i] ? labels[i].text : null]);
+}
+"""
+ENERGY = "Energy balance (zero residual ⇔ dissipation law)"
+
+
+def test_quench_marked_on_the_plots(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    name = "β quench at t = 3"
+    page.locator("select").first.select_option(label=name)
+    page.get_by_role("button", name="Load preset").click()
+    page.get_by_text("the confinement that keeps H bounded below").first.wait_for(
+        timeout=10000)
+    link = page.locator("a[href='#changing-a-setting-during-a-run-protocol-work']").first
+    link.wait_for(timeout=10000)
+    page.wait_for_function(f"() => {{ const m = ({MARKERS})({ENERGY!r}); "
+                           "return m && m.length > 0; }", timeout=30000)
+    for title in (ENERGY, "Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"):
+        ((location, text),) = page.evaluate(MARKERS, title)
+        assert text == "β 1 → 5" and location == pytest.approx(3.0, abs=0.05)
+    page.screenshot(path="/tmp/quench_browser.png")
+    assert console_errors == []
