@@ -321,7 +321,9 @@ class TimeSeries(pn.viewable.Viewer):
             for fig in (self.fig_energy, self.fig_kl, self.fig_kl_log):
                 span = Span(location=change.t, dimension="height", line_color="#666",
                             line_dash="dashed", line_width=1.5, level="overlay")
-                label = Label(x=change.t, y=8, y_units="screen", x_offset=4, text=text,
+                # left of the line: a change is made at the right end of the plot
+                label = Label(x=change.t, y=8, y_units="screen", x_offset=-4, text=text,
+                              text_align="right",
                               text_font_size="10pt", text_color="#444", level="overlay")
                 fig.add_layout(span)
                 fig.add_layout(label)
