@@ -57,7 +57,7 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
         page.goto(server)
-        page.wait_for_selector(".bk-Canvas", timeout=30000)
+        page.wait_for_selector(".bk-Canvas", timeout=60000)
         page.wait_for_timeout(1500)
         # heatmaps (3), tokens, KL, energy, rate
         boxes = _check_page(page, width, at_least=7)
@@ -79,7 +79,7 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         page.get_by_role("button", name="Load preset").wait_for(timeout=10000)
         # the inertial lab
         page.get_by_text("Inertial lab", exact=True).click()
-        page.get_by_text("first-order T_max").first.wait_for(timeout=30000)
+        page.get_by_text("first-order T_max").first.wait_for(timeout=90000)  # built on first show
         page.wait_for_timeout(1000)
         _check_page(page, width, at_least=6)
         assert errors == []
