@@ -157,11 +157,17 @@ class Heatmaps(pn.viewable.Viewer):
         """Colour A and A* with the mapper of the chosen scale, at limits for the maps
         shown."""
         kind = "log" if self.color_scale == SCALES[2] else "lin"
+        self._fit_scale(*self._extremes)  # before the mappers are attached
         for fig in (self.fig_attention, self.fig_softmax):
-            fig.renderers[0].glyph.color_mapper = self.mappers[kind]
+            # a new image renderer: BokehJS's image keeps listening to the mapper it was
+            # drawn with when its glyph's mapper is replaced
+            old = fig.renderers[0]
+            new = fig.image(image="image", x=-0.5, y=-0.5, dw=self.n, dh=self.n,
+                            color_mapper=self.mappers[kind], source=old.data_source,
+                            level="overlay")
+            fig.renderers = [new, *(r for r in fig.renderers if r is not old and r is not new)]
             bar = next(r for r in fig.right if isinstance(r, ColorBar))
             bar.color_mapper = self.bar_mappers[kind]
-        self._fit_scale(*self._extremes)
 
     def _fit_scale(self, lo: float, hi: float) -> None:
         kind = "log" if self.color_scale == SCALES[2] else "lin"

@@ -101,6 +101,10 @@ def test_colour_scales_of_a_and_a_star():
     h.color_scale = SCALES[0]
     mapper = h.fig_attention.renderers[0].glyph.color_mapper
     assert isinstance(mapper, LinearColorMapper) and (mapper.low, mapper.high) == (0, 1)
+    # each swap draws the map with a new image renderer of the same source, once
+    for fig, source in ((h.fig_attention, h.attention), (h.fig_softmax, h.softmax)):
+        images = [r for r in fig.renderers if hasattr(r.glyph, "color_mapper")]
+        assert images == [fig.renderers[0]] and images[0].data_source is source
 
 
 def test_scale_limits_change_in_steps():

@@ -32,7 +32,7 @@ def test_labels_pause_and_tabs(page, server, console_errors):
     # the main run waits while the lab is shown
     assert page.evaluate(COUNT_CHANGES, 1000) > 0
     page.get_by_text("Inertial lab", exact=True).click()
-    page.get_by_text("first-order T_max").first.wait_for(timeout=30000)
+    page.get_by_text("first-order T_max").first.wait_for(timeout=90000)
     page.wait_for_timeout(500)
     assert page.evaluate(COUNT_CHANGES, 1500) == 0
     page.get_by_text("Nonequilibrium attention", exact=True).click()
@@ -42,4 +42,36 @@ def test_labels_pause_and_tabs(page, server, console_errors):
     status = page.get_by_text("❚❚ paused").first
     status.wait_for(timeout=10000)
     assert "frames/s" not in status.inner_text()
+    assert console_errors == []
+
+
+def _spread(png: bytes) -> float:
+    """Spread of the colours in the middle of a screenshot (the map): the standard
+    deviation of the RGB vectors."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float)
+    h, w, _ = rgb.shape
+    middle = rgb[h // 4: 3 * h // 4, w // 5: 3 * w // 5]
+    return float(np.sqrt(middle.reshape(-1, 3).var(axis=0).sum()))
+
+
+def test_colour_scales_show_the_maps_at_large_n(page, server, console_errors):
+    page.goto(server + "?n_tokens=256&dim=8")
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.wait_for_timeout(2000)  # playing: the limits follow the frames
+    attention = page.locator(".bk-Canvas").first
+    fixed = _spread(attention.screenshot())
+    select = page.locator("select").filter(has_text="fixed 0–1")
+    spreads = {}
+    for scale in ("logarithmic", "automatic"):
+        select.select_option(scale)
+        page.wait_for_timeout(1500)
+        spreads[scale] = _spread(attention.screenshot())
+    # entries near 1/N are one dark colour on the fixed scale, and vary on the others
+    for scale, spread in spreads.items():
+        assert spread > max(4 * fixed, 3.0), (scale, fixed, spreads)
     assert console_errors == []
