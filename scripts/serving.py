@@ -106,9 +106,14 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
                 time.sleep(0.3)
             yield server
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc) -> None:
+    """Terminate a server process; kill it if it has not ended within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

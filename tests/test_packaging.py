@@ -33,7 +33,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from serving import free_port
+from serving import free_port, stop
 
 pytestmark = pytest.mark.slow
 
@@ -135,12 +135,7 @@ def _panel_serve(python: Path, script: Path, cwd: Path, log_path: Path):
         try:
             yield f"http://127.0.0.1:{port}/{script.stem}", proc
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
 
 
 def _get(url: str, proc, timeout: float = 60) -> tuple[int, str]:
