@@ -101,7 +101,7 @@ def _figure(title, y_label, height=250, **kw):
     return p
 
 
-def _legend_below(fig, ncols: int, label_width: int = 20) -> None:
+def legend_below(fig, ncols: int, label_width: int = 20) -> None:
     """Move ``fig``'s legend below the plot, where it covers no curve.
 
     It stays on the overlay canvas with the lines: BokehJS draws a legend's glyph only
@@ -139,7 +139,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines["kl_bound" + suffix] = fig.line(
                 "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
                 line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
-            _legend_below(fig, ncols=2, label_width=120)
+            legend_below(fig, ncols=2, label_width=120)
 
         self.fig_energy = _figure("Energy balance (zero residual ⇔ dissipation law)",
                                   "energy (score units)", height=300)
@@ -154,7 +154,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines[key] = self.fig_energy.line(
                 "t", key, source=src, color=color, line_dash=dash, line_width=2,
                 legend_label=label)
-        _legend_below(self.fig_energy, ncols=2, label_width=150)
+        legend_below(self.fig_energy, ncols=2, label_width=150)
 
         self.fig_rate = _figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
                                 "D (score units / time)")
@@ -167,7 +167,7 @@ class TimeSeries(pn.viewable.Viewer):
             "distance_t", "distance", source=src, color=C[5], line_width=2,
             legend_label="‖X − X_reduced‖ (Frobenius)")
         for fig in (self.fig_rate, self.fig_distance):
-            _legend_below(fig, ncols=1)
+            legend_below(fig, ncols=1)
         self.figures = (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
                         self.fig_distance)
         self._legend_items = {
