@@ -117,7 +117,8 @@ class Clustering(pn.viewable.Viewer):
                                 fill_color={"field": "token", "transform": self.colors},
                                 line_color="black", level="overlay")
         n = 2
-        self.sim_mapper = LinearColorMapper(palette=list(reversed(RdBu11)), low=-1.0, high=1.0)
+        # red for similar tokens (+1), blue for opposite ones (−1)
+        self.sim_mapper = LinearColorMapper(palette=RdBu11, low=-1.0, high=1.0)
         self.fig_similarity = figure(
             title="Similarities ⟨x_i, x_j⟩ (tokens ordered by cluster)", width=320,
             height=320, x_range=Range1d(-0.5, n - 0.5), y_range=Range1d(n - 0.5, -0.5),
