@@ -17,6 +17,7 @@ from scipy.sparse.csgraph import connected_components
 #: Largest β at which ``E_β = (1/2β) Σ_ij e^{β⟨x_i, x_j⟩}`` (of order ``e^β``) and the
 #: unnormalised kernel ``e^{β x_iᵀ M x_j}`` stay finite in double precision with room.
 BETA_MAX = 700.0
+_LOG_MAX = math.log(np.finfo(float).max)
 
 
 def unit_rows(X):
@@ -49,12 +50,14 @@ def interaction_energy(X, beta):
     """``E_β = (1/2β) Σ_ij e^{β⟨x_i, x_j⟩}`` for unit rows ``X`` (N, d).
 
     Evaluated as ``e^β/(2β) Σ_ij e^{β(⟨x_i, x_j⟩ − 1)}``: every exponent is ≤ 0 up to
-    rounding, so nothing overflows for ``β ≤ BETA_MAX``.
+    rounding, so nothing overflows for ``β ≤ BETA_MAX``; ``inf`` when ``E_β`` exceeds
+    the largest float (β above about 709).
     """
     G = np.minimum(similarity(X), 1.0)
     with np.errstate(under="ignore"):
         total = float(np.exp(beta * (G - 1.0)).sum())
-    return math.exp(beta + math.log(total) - math.log(2.0 * beta))
+    log_energy = beta + math.log(total) - math.log(2.0 * beta)
+    return math.exp(log_energy) if log_energy < _LOG_MAX else math.inf
 
 
 def max_interaction_energy(n_tokens, beta):

@@ -65,7 +65,13 @@ class SphereProblem(part_one.SlavedProblem):
     cluster_eps: float = 0.01
 
     def field(self, X):
-        """The vector field :func:`velocity` at ``X`` (N, d)."""
+        """The vector field :func:`velocity` at ``X`` (N, d).
+
+        Raises ``FloatingPointError`` (the engine stops the run with its message) when
+        β was raised above :data:`~dynamics.clustering.BETA_MAX` during the run.
+        """
+        if self.beta > cl.BETA_MAX:
+            raise FloatingPointError(_beta_message(self.beta))
         return velocity(self, X)
 
     def retract(self, X):
@@ -73,10 +79,14 @@ class SphereProblem(part_one.SlavedProblem):
         return cl.unit_rows(X)
 
 
+def _beta_message(beta):
+    return (f"beta must be in [0.001, {cl.BETA_MAX:g}] for the sphere model (e^β "
+            f"overflows beyond), got {beta:g}")
+
+
 def _checked_beta(beta):
     if beta > cl.BETA_MAX:
-        raise ValueError(f"beta must be in [0.001, {cl.BETA_MAX:g}] for the sphere model "
-                         f"(e^β overflows beyond), got {beta:g}")
+        raise ValueError(_beta_message(beta))
     return float(beta)
 
 
@@ -98,8 +108,8 @@ def _build(values, given):
 
 
 def _reproblem(prob, state, values):
-    """A change of β (protocol work on ``E_β``), of the kernel or of ε: the same tokens."""
-    _checked_beta(values["beta"])
+    """A change of β (protocol work on ``E_β``), of the kernel or of ε: the same tokens.
+    (β above ``BETA_MAX`` stops the run at its next step, with a message naming β.)"""
     prob = replace(prob, kernel=values["sphere_kernel"], cluster_eps=float(values["cluster_eps"]))
     return part_one.reslave(prob, state, values)
 
