@@ -59,10 +59,9 @@ def interaction_energy(prob, state, log_a=None, S=None):
 
 @dataclass(frozen=True)
 class SphereProblem(part_one.SlavedProblem):
-    """The normalised flow's data: ``M``, ``W_V``, β, the kernel and the cluster ε."""
+    """The normalised flow's data: ``M``, ``W_V``, β and the kernel."""
 
     kernel: str = "softmax"
-    cluster_eps: float = 0.01
 
     def field(self, X):
         """The vector field :func:`velocity` at ``X`` (N, d).
@@ -99,8 +98,7 @@ def _build(values, given):
         M, W_V = np.eye(d), np.eye(d)
     else:
         M, W_V = data.M, data.W_V
-    prob = SphereProblem(M=M, W_V=W_V, beta=beta, gamma=1.0, kernel=values["sphere_kernel"],
-                         cluster_eps=float(values["cluster_eps"]))
+    prob = SphereProblem(M=M, W_V=W_V, beta=beta, gamma=1.0, kernel=values["sphere_kernel"])
     S = en.scores(X, M)
     Z = centre_rows(beta * S)
     return prob, State(t=0.0, X=X, P=np.zeros((N, d)), Z=Z, A=en.rowsoftmax(Z), S=S,
@@ -108,20 +106,18 @@ def _build(values, given):
 
 
 def _reproblem(prob, state, values):
-    """A change of β (protocol work on ``E_β``), of the kernel or of ε: the same tokens.
+    """A change of β (protocol work on ``E_β``), of the kernel or of ε (read by the
+    clustering view only): the same tokens.
     (β above ``BETA_MAX`` stops the run at its next step, with a message naming β.)"""
-    prob = replace(prob, kernel=values["sphere_kernel"], cluster_eps=float(values["cluster_eps"]))
+    prob = replace(prob, kernel=values["sphere_kernel"])
     return part_one.reslave(prob, state, values)
 
 
 def _diagnostics(prob, state, energy0):
-    diag, arrays = diagnostics.part_one(prob, state, energy0, energy=interaction_energy,
-                                        slaved=True, not_applicable=("energy_residual",))
-    X = state.X
-    diag["clusters"] = float(cl.cluster_labels(X, prob.cluster_eps)[0])
-    diag["min_similarity"] = cl.min_similarity(X)
-    diag["norm_error"] = float(np.max(np.abs(np.linalg.norm(X, axis=1) - 1.0)))
-    return diag, arrays
+    """The Part I diagnostics (``hamiltonian`` is ``E_β``); the clusters of a state are
+    :func:`dynamics.clustering.cluster_labels` of its tokens at ε = ``cluster_eps``."""
+    return diagnostics.part_one(prob, state, energy0, energy=interaction_energy,
+                                slaved=True, not_applicable=("energy_residual",))
 
 
 def _reference(prob, state):
