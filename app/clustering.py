@@ -205,14 +205,15 @@ class Clustering(pn.viewable.Viewer):
         settings = sim.settings
         U = self.tokens_of(frame, sim)
         N = U.shape[0]
-        count, labels = cl.cluster_labels(U, settings.cluster_eps)
+        G = cl.similarity(U)
+        count, labels = cl.clusters_of_similarity(G, settings.cluster_eps)
         xy, depth, self.axes = sphere_view(U, self.axes)
         self.colors.high = max(N - 1, 1)
         self.tokens.data = {"x": xy[:, 0], "y": xy[:, 1],
                             "alpha": np.where(depth >= 0, 1.0, FAR_ALPHA),
                             "token": np.arange(N, dtype=np.int32)}
         order = np.argsort(labels, kind="stable")
-        G = cl.similarity(U[order])
+        G = G[np.ix_(order, order)]
         if self.image.glyph.dw != N:
             self.image.glyph.update(dw=N, dh=N)
             self.fig_similarity.x_range.update(start=-0.5, end=N - 0.5)
@@ -221,7 +222,7 @@ class Clustering(pn.viewable.Viewer):
         beta = float(sim.problem.beta)
         energy = energy_max = np.nan  # (not drawn: the energy plot is hidden)
         if self.mode == "sphere":
-            energy = cl.interaction_energy(U, beta)
+            energy = frame.diagnostics["hamiltonian"]  # Eᵦ (the model's energy)
             energy_max = cl.max_interaction_energy(N, beta)
         self.series.stream({"t": np.array([frame.t]), "clusters": np.array([count]),
                             "energy": np.array([energy]),

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 from scipy.linalg import expm
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 #: Largest β at which ``E_β = (1/2β) Σ_ij e^{β⟨x_i, x_j⟩}`` (of order ``e^β``) and the
@@ -99,9 +100,12 @@ def cluster_labels(X, eps):
     labels : ndarray of int, shape (N,)
         The cluster of each token, numbered from 0.
     """
-    U = unit_rows(X)
-    close = similarity(U) > 1.0 - eps
-    count, labels = connected_components(close, directed=False)
+    return clusters_of_similarity(similarity(unit_rows(X)), eps)
+
+
+def clusters_of_similarity(G, eps):
+    """:func:`cluster_labels` from the cosines ``G`` (N, N) of the tokens."""
+    count, labels = connected_components(csr_matrix(G > 1.0 - eps), directed=False)
     return int(count), labels
 
 
@@ -117,7 +121,7 @@ def rescaled(X, W_V, t):
 
 
 __all__ = [
-    "BETA_MAX", "cluster_labels", "energy_rate", "interaction_energy",
+    "BETA_MAX", "cluster_labels", "clusters_of_similarity", "energy_rate", "interaction_energy",
     "max_interaction_energy", "min_similarity", "rescaled", "similarity", "tangent_part",
     "unit_rows",
 ]

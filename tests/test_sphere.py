@@ -166,6 +166,7 @@ def test_several_clusters_persist_at_large_beta():
         sim.advance(int(round((t - sim.t) / settings.dt)))
         counts[t] = cl.cluster_labels(sim.state.X, settings.cluster_eps)[0]
     assert counts == {5: 4, 20: 3, 50: 3, 100: 3, 200: 3}
+    assert np.max(np.abs(np.linalg.norm(sim.state.X, axis=1) - 1.0)) <= 1e-12  # 4000 steps
     assert sim.frame().diagnostics["hamiltonian"] < cl.max_interaction_energy(32, 9.0) / 2
 
 
