@@ -20,6 +20,7 @@ from dynamics import RUNNING, Settings, Simulation
 from dynamics.models.part_one import confinement_notice
 
 from . import export, katex, layout, server
+from .clustering import Clustering
 from .controls import Controls, checkbox
 from .explain import Explanation
 from .heatmaps import Heatmaps
@@ -87,6 +88,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.heatmaps = Heatmaps(self.settings.n_tokens)
         self.timeseries = TimeSeries()
         self.trajectories = Trajectories()
+        self.clustering = Clustering()
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])
         self.controls = Controls(self)
         self.status = pn.pane.Markdown("", styles=dict(STATUS_STYLE), sizing_mode="stretch_width",
@@ -223,6 +225,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         with pn.io.hold():
             self.timeseries.set_model(self.settings.model)
             self.heatmaps.set_model(self.settings.model)
+            self.clustering.set_model(self.settings.model)
             self.timeseries.clear()
             self.trajectories.clear()
             self._show(self.sim.frame(),
@@ -283,7 +286,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         view = (checkbox(self.timeseries, "log_kl", "Logarithmic KL axis"),
                 pn.widgets.Select.from_param(self.heatmaps.param.color_scale,
                                              label="Colour scale of A and A*",
-                                             sizing_mode="stretch_width"))
+                                             sizing_mode="stretch_width"),
+                self.clustering.rescaled_toggle)
         part_one = layout.main_tab(self, (self.controls, *view, self.downloads))
         tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
                                         disabled=not self.tour.steps)
