@@ -133,5 +133,9 @@ class ExactLogit(Stepper):
         rest = A_mean - (st.A + 4.0 * A_half + A1) / 6.0
         work = (-h / 6.0 * (a_sdot0 + 4.0 * a_sdot_half + a_sdot1)
                 - h * float(np.vdot(rest, st.S_dot)))
-        dissipated = path_dissipation(st.Z, st.S, st.A, Z1, S1, A1, A_mean, beta)
+        # the balance along the path takes ⟨Ā, ΔS⟩ for ∫⟨A, dS/dt⟩ (exact for S linear in
+        # time); the work above has the curvature of S: with ⟨A − Ā, dS/dt − ΔS/h⟩ over the
+        # transient, ≈ h S̈/(2λ) per unit of transient, it makes ∫D first order otherwise
+        dissipated = (path_dissipation(st.Z, st.S, st.A, Z1, S1, A1, A_mean, beta)
+                      + float(np.vdot(A_mean, dS)) + work)
         return work, dissipated
