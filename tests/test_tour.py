@@ -16,6 +16,7 @@ from app.guides import TIGHT
 from app.inertial_lab import load_presets as load_lab_presets
 from app.tour import load_tour, validate_tour
 from dynamics import Settings, Simulation, simulate
+from dynamics.clustering import cluster_labels
 from dynamics.inertial.experiments import run_lab_experiment
 
 TOUR = load_tour()
@@ -48,6 +49,11 @@ def _check_main(step):
         assert after["work"] - before["work"] == pytest.approx(change.work, rel=1e-9)
         sim.advance(200)
         assert abs(sim.frame().diagnostics["energy_residual"]) < 1e-3
+        return
+    if kind == "clusters":  # the count at t_end (ε of the preset)
+        run = simulate(Settings(**values), t_end=claim["t_end"], every=50)
+        count, _ = cluster_labels(run.features[-1], values["cluster_eps"])
+        assert count == claim["count"]
         return
     if kind == "near_reduced":
         run = simulate(Settings(**values), t_end=claim["until"])
@@ -142,7 +148,7 @@ def test_bad_tours_name_their_problems():
 def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     d = Dashboard(playing=False, query={"tour_step": "1"})
     d.__panel__()
-    assert "Tour 1/14" in d.tour.title.object and d.settings.path == "static"
+    assert "Tour 1/16" in d.tour.title.object and d.settings.path == "static"
     while d.sim.t < 5.5:
         d.tick()
     guide = d.timeseries.guides.slope.data
@@ -151,15 +157,16 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert slope == pytest.approx(-2 * lam, rel=1e-12)
     assert d.timeseries.guides.slope_line.visible
     d.tour.keys.forward += 1  # the → key
-    assert d.tour_step == 2 and "Tour 2/14" in d.tour.title.object
+    assert d.tour_step == 2 and "Tour 2/16" in d.tour.title.object
     assert not d.timeseries.guides.slope_line.visible
     assert d.timeseries.guides.tight_points.visible
     d.tour.keys.back += 1
     assert d.tour_step == 1
     d.tour_step = 8
     assert d.settings.model == "reduced" and d.timeseries.guides.zero.visible
-    d.tour_step = 10  # Part II: the lab
-    assert d.tabs.active == 1 and d.lab.preset == TOUR["steps"][9]["lab_preset"]
+    lab_step = next(i for i, s in enumerate(TOUR["steps"], 1) if s.get("tab") == "lab")
+    d.tour_step = lab_step  # Part II: the lab
+    assert d.tabs.active == 1 and d.lab.preset == TOUR["steps"][lab_step - 1]["lab_preset"]
     d.tour_step = 0
     assert not d.tour._panel.visible and not d.timeseries.guides.zero.visible
 
