@@ -32,7 +32,7 @@ from . import energy as en
 from . import models as registry
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .models.part_one import confinement_notice
-from .noise import NoiseClock, noise_scale, perturb_logits
+from .noise import NoiseClock, noise_scale, perturb_logits, softmax_with_log
 from .settings import Settings
 from .state import State, check_initial_arrays
 from .steppers.base import DeferredOverflow, TooStiff
@@ -253,17 +253,21 @@ class Simulation:
         scale = noise_scale(self._sigma, self._problem.relaxation_rate, h)
         xi = self._clock.increment(new.Z.shape)
         Z = perturb_logits(new.Z, scale, xi)
-        perturbed = replace(new, Z=Z, A=en.rowsoftmax(Z, centred=True))
-        jump = self._energy(self._problem, perturbed) - self._energy(self._problem, new)
+        A, log_a = softmax_with_log(Z)
+        perturbed = replace(new, Z=Z, A=A)
+        jump = (self._energy(self._problem, perturbed, log_a)
+                - self._energy(self._problem, new, softmax_with_log(new.Z)[1]))
         perturbed = replace(perturbed, work=new.work + jump,
                             noise_work=new.noise_work + jump)
         return self._stepper.perturbed(perturbed, carry, scale * en.oscillation(xi))
 
-    def _energy(self, problem, st) -> float:
-        """The model's energy ``E`` of a state (0 where it has none)."""
+    def _energy(self, problem, st, log_a=None) -> float:
+        """The model's energy ``E`` of a state (0 where it has none); ``log_a`` is
+        ``log A`` when known."""
         if self.spec.energy is None:
             return 0.0
-        log_a = en.log_rowsoftmax(st.Z) if st.Z is not None else None
+        if log_a is None and st.Z is not None:
+            log_a = en.log_rowsoftmax(st.Z)
         return self.spec.energy(problem, st, log_a)
 
     def _advance_one(self) -> None:
