@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from dashboard_support import play
 
 from app import Dashboard
 from app.controls import build_widgets
@@ -59,3 +60,19 @@ def test_the_noise_slider_comes_from_the_setting():
 
 def test_the_theory_page_has_the_section_the_view_links_to():
     assert "stochastic-logits" in Theory().anchors
+
+
+def test_the_main_tab_energy_plot_balances_under_noise():
+    """What the page shows under noise: the work line holds the noise's energy jumps, so
+    E(t) − E(0) lies on work − dissipated and the residual stays at integrator accuracy."""
+    d = Dashboard(settings=Settings(model="canonical", n_tokens=5, dim=2, logit_noise=0.8),
+                  playing=False)
+    play(d, 12)
+    data = {k: np.asarray(v, dtype=float) for k, v in d.timeseries.source.data.items()}
+    noise_work = d.sim.frame().diagnostics["noise_work"]
+    assert abs(noise_work) > 0.05
+    np.testing.assert_allclose(data["d_energy"] - data["budget"], data["residual"],
+                               atol=1e-12)
+    assert np.max(np.abs(data["residual"])) < 1e-2 * abs(noise_work)
+    # without the noise's share the budget would miss the energy by that much
+    assert abs(data["d_energy"][-1] - (data["budget"][-1] - noise_work)) > 0.5 * abs(noise_work)
