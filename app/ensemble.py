@@ -67,7 +67,11 @@ class EnsembleView(pn.viewable.Viewer):
         self.reference = kl.line("t", "prediction", source=self.source, color="black",
                                  line_dash="dashed", line_width=1.5,
                                  legend_label="small-noise stationary prediction")
-        kl.legend.location = "bottom_right"
+        for fig in self.figures:  # below the plot, where the legend covers no band
+            fig.legend[0].update(label_text_font_size="9pt", padding=2, spacing=2, margin=2,
+                                 ncols=2, border_line_alpha=0, glyph_width=18, label_width=90,
+                                 location="top_left")
+            fig.add_layout(fig.legend[0], "below")
         self.run_button = pn.widgets.Button(label="Run ensemble", color="primary")
         self.run_button.on_click(locked(lambda _: self.run()))
         self.message = pn.pane.Markdown("", sizing_mode="stretch_width")
@@ -81,14 +85,13 @@ class EnsembleView(pn.viewable.Viewer):
         return names
 
     def _figure(self, name, title, y_label, color):
-        fig = figure(title=title, height=260, width=430, x_axis_label="t (model time units)",
+        fig = figure(title=title, height=300, width=430, x_axis_label="t (model time units)",
                      y_axis_label=y_label, tools="pan,wheel_zoom,box_zoom,reset,save",
                      toolbar_location="above")
         fig.varea("t", f"{name}_lo", f"{name}_hi", source=self.source, color=color, alpha=0.25,
                   legend_label="mean ± 1 std")
         fig.line("t", f"{name}_mean", source=self.source, color=color, line_width=2,
                  legend_label="mean")
-        fig.legend.location = "top_right"
         return fig
 
     def notice(self) -> str:
