@@ -54,9 +54,10 @@ class EnsembleView(pn.viewable.Viewer):
     """K noisy replicas of the current settings: mean ± one std bands."""
 
     settings = param.ClassSelector(class_=Settings, doc="The main tab's settings.")
-    replicas = param.Integer(default=16, bounds=(2, 256), softbounds=(2, 64),
+    # defaults sized for a click: 8 replicas of 300 noisy steps (dt = 0.01) take ~2 s
+    replicas = param.Integer(default=8, bounds=(2, 256), softbounds=(2, 64),
                              doc="Number K of replicas, each with its own noise.")
-    t_end = param.Number(default=5.0, bounds=(0.01, 1e3), softbounds=(0.1, 20.0),
+    t_end = param.Number(default=3.0, bounds=(0.01, 1e3), softbounds=(0.1, 20.0),
                          doc="How long each replica runs (model time).")
 
     def __init__(self, **params):

@@ -23,8 +23,8 @@ def test_the_noise_ensemble_tab_draws_bands(page, server, console_errors):
     page.wait_for_selector(".bk-Canvas", timeout=90000)
     page.get_by_text("Noise ensemble", exact=True).click()
     page.get_by_role("button", name="Run ensemble").click()
-    page.get_by_text(re.compile(r"K = 16 replicas, σ = 0\.5")).first.wait_for(timeout=90000)
+    page.get_by_text(re.compile(r"K = 8 replicas, σ = 0\.5")).first.wait_for(timeout=90000)
     page.wait_for_function(f"() => ({BANDS})().n > 1", timeout=30000)
     bands = page.evaluate(BANDS)
-    assert bands["n"] == 101 and bands["spread"] > 0 and bands["prediction"] > 0
+    assert bands["n"] == 61 and bands["spread"] > 0 and bands["prediction"] > 0
     assert console_errors == []
