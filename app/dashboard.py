@@ -47,7 +47,7 @@ CSS = read_asset("style.css")
 #: Memory budget of the recorded history of one session (bytes).
 HISTORY_BYTES = 20_000_000
 #: The tabs, in order (their titles).
-TABS = ("Nonequilibrium attention", "Inertial lab", "Theory")
+TABS = ("Nonequilibrium attention", "Inertial lab", "Theory", "Noise ensemble")
 
 class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     """Live dashboard of nonequilibrium attention (the main tab), the inertial lab and
@@ -68,6 +68,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     _batch = False  # settings are being changed together: restart once, at the end
     _run_error = False  # the notice shows an error of the run (cleared by Reset)
     _layout = None  # the page, built when first shown
+    ensemble = None  # the noise ensemble view, built when its tab is first opened
 
     def __init__(self, query=None, **params):
         if params.get("settings") is None:
@@ -299,7 +300,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         # session costs the server (and the page) only what it shows.
         lab = pn.Column(sizing_mode="stretch_width")
         theory = pn.Column(sizing_mode="stretch_width")
-        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory), strict=True))
+        ensemble = pn.Column(sizing_mode="stretch_width")
+        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory, ensemble), strict=True))
 
         def build_tab(event):
             self.set_shown(event.new == 0)  # the main run waits while it is not shown
@@ -310,6 +312,10 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                     self.projector_mode.apply(True)
             elif event.new == TABS.index("Theory") and not len(theory):
                 theory[:] = [self._theory()]
+            elif event.new == TABS.index("Noise ensemble") and not len(ensemble):
+                from .ensemble import EnsembleView
+                self.ensemble = EnsembleView(settings=self.settings)
+                ensemble[:] = [self.ensemble]
 
         self.tabs.param.watch(build_tab, "active")
         self.title = pn.pane.Markdown(

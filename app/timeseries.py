@@ -55,7 +55,8 @@ POTENTIAL = "Φ"
 #: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
 MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
 #: Symbols of the settings in the markers of mid-run changes.
-SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k"}
+SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k",
+           "logit_noise": "σ"}
 
 
 def change_label(values) -> str:

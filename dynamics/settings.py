@@ -98,6 +98,11 @@ class Settings(param.Parameterized):
         label="γ (relaxation rate)", default=1.0, bounds=(1e-3, 1e4),
         doc="Relaxation rate γ of the Fisher-Rao attention flow.",
     )
+    logit_noise = Number(
+        label="σ (logit noise)", default=0.0, bounds=(0.0, 1e2), softbounds=(0.0, 2.0),
+        doc="Noise σ on the attention logits, dZ = (γŜ − λZ)dt + σ dW (Theory: stochastic "
+            "logits); 0 = the deterministic flow. Models that relax attention only.",
+    )
     mass = Number(
         label="m (mass)", default=1.0, bounds=(1e-2, 1e2),
         doc="Token mass m in the kinetic energy ‖P‖²/(2m).",

@@ -17,6 +17,7 @@ from app.inertial_lab import load_presets as load_lab_presets
 from app.tour import load_tour, validate_tour
 from dynamics import Settings, Simulation, simulate
 from dynamics.clustering import cluster_labels
+from dynamics.noise import small_noise_kl, stationary_variance
 from dynamics.inertial.experiments import run_lab_experiment
 
 TOUR = load_tour()
@@ -54,6 +55,15 @@ def _check_main(step):
         run = simulate(Settings(**values), t_end=claim["t_end"], every=50)
         count, _ = cluster_labels(run.features[-1], values["cluster_eps"])
         assert count == claim["count"]
+        return
+    if kind == "noise_kl":  # the time average of one run (stationary, ergodic)
+        s = Settings(**values)
+        lo, hi = claim["window"]
+        run = simulate(s, t_end=hi)
+        kl = run.diagnostics["kl"][run.times >= lo].mean()
+        predicted = small_noise_kl(Simulation(s).frame().softmax,
+                                   stationary_variance(s.logit_noise, s.gamma / s.beta))
+        assert kl == pytest.approx(predicted, rel=claim["tolerance"])
         return
     if kind == "near_reduced":
         run = simulate(Settings(**values), t_end=claim["until"])
@@ -145,10 +155,14 @@ def test_bad_tours_name_their_problems():
     assert validate_tour([], [], []) == ['a tour must be a JSON object with a list "steps"']
 
 
+def _step_of(preset: str) -> int:
+    return next(i for i, s in enumerate(TOUR["steps"], 1) if s.get("preset") == preset)
+
+
 def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     d = Dashboard(playing=False, query={"tour_step": "1"})
     d.__panel__()
-    assert "Tour 1/16" in d.tour.title.object and d.settings.path == "static"
+    assert "Tour 1/17" in d.tour.title.object and d.settings.path == "static"
     while d.sim.t < 5.5:
         d.tick()
     guide = d.timeseries.guides.slope.data
@@ -157,12 +171,13 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert slope == pytest.approx(-2 * lam, rel=1e-12)
     assert d.timeseries.guides.slope_line.visible
     d.tour.keys.forward += 1  # the → key
-    assert d.tour_step == 2 and "Tour 2/16" in d.tour.title.object
+    assert d.tour_step == 2 and "Tour 2/17" in d.tour.title.object
     assert not d.timeseries.guides.slope_line.visible
-    assert d.timeseries.guides.tight_points.visible
     d.tour.keys.back += 1
     assert d.tour_step == 1
-    d.tour_step = 8
+    d.tour_step = _step_of("Persistent lag under rotation")
+    assert d.timeseries.guides.tight_points.visible
+    d.tour_step = _step_of("Reduced model conserves energy")
     assert d.settings.model == "reduced" and d.timeseries.guides.zero.visible
     lab_step = next(i for i, s in enumerate(TOUR["steps"], 1) if s.get("tab") == "lab")
     d.tour_step = lab_step  # Part II: the lab

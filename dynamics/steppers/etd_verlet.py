@@ -91,6 +91,8 @@ class Pending:
     base_carry: object
     states: tuple
     XMs: tuple
+    #: per step, the row oscillation of the noise added to its logits (or None)
+    spreads: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,11 @@ class EtdVerlet(Stepper):
             lag=-(beta / (lam * h)), decay=math.exp(-lam * h), w0=beta * w0, w1=beta * w1,
             MMt=np.concatenate((prob.M, prob.M.T), axis=1), wq=wq)
         return c
+
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): the force, ``G``, ``Ŝ`` and ``D`` (from the old
+        attention) go; what came from ``(X, P)`` stays."""
+        return state, replace(carry, force=None, G=None, D=None, S_hat=None)
 
     def feedback_gain(self, st) -> float:
         """Gain of value matching's attention feedback: the logit Jacobian holds
@@ -297,6 +304,16 @@ class TrackedEtdVerlet(EtdVerlet):
         pending = replace(pending, states=pending.states + (new,), XMs=pending.XMs + (X1M,))
         return new, replace(new_carry, pending=pending)
 
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): as :meth:`EtdVerlet.perturbed`; the waiting step gets
+        the noisy state and its bound will grow by ``spread``."""
+        state, carry = super().perturbed(state, carry, spread)
+        pending = carry.pending
+        n = len(pending.states)
+        spreads = pending.spreads + (None,) * (n - 1 - len(pending.spreads)) + (spread,)
+        pending = replace(pending, states=pending.states[:-1] + (state,), spreads=spreads)
+        return state, replace(carry, pending=pending)
+
     def batch(self, n_tokens: int) -> int:
         """Steps whose ``dS/dt`` may wait (the batch of N×N matrices stays small)."""
         return max(1, min(64, (1 << 16) // (n_tokens * n_tokens)))
@@ -346,19 +363,22 @@ class TrackedEtdVerlet(EtdVerlet):
                 chain = [before, osc0, *oscs]  # osc Ṡ at steps j − 2, j − 1, j: chain[j:j+3]
                 g = [self._increment(c, chain[j + 2], chain[j + 1], chain[j])
                      for j in range(len(states))]
-            B, decay = base.B, c.decay
+            B, decay, spreads = base.B, c.decay, pending.spreads
             for j in range(len(states)):  # the same operations whatever the chunking
                 B = decay * B
                 B += g[j]
+                if j < len(spreads) and spreads[j] is not None:  # noise on the logits
+                    B += spreads[j]
         except FloatingPointError:
             return self._finish_stepwise(c, base, pending.base_carry, osc0, states, XMs,
-                                         carry)
+                                         carry, pending.spreads)
         state = replace(state, S_dot=S_dots[-1].copy(), B=B)
         last = oscs[-2] if len(states) > 1 else osc0
         return state, replace(carry, pending=None, osc_S_dot=oscs[-1].copy(),
                               osc_before=(c.h, last.copy()))
 
-    def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs, states_carry):
+    def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs, states_carry,
+                         spreads=()):
         """:meth:`finish` one step at a time, to find the step whose ``dS/dt`` or bound
         overflows; raises :class:`DeferredOverflow` with the state before it (or returns
         the finished state, should every step go through one at a time)."""
@@ -366,12 +386,14 @@ class TrackedEtdVerlet(EtdVerlet):
 
         M, mass, prev, prev_carry = self.problem.M, self.problem.mass, base, base_carry
         before = self._before(c, base_carry)
-        for new, XM in zip(states, XMs, strict=True):
+        for j, (new, XM) in enumerate(zip(states, XMs, strict=True)):
             try:
                 S1_dot = score_rate(new.X, new.P / mass, M, XM)
                 osc1 = en.oscillation(S1_dot)
                 B = c.decay * prev.B
                 B += self._increment(c, osc1, osc0, before)
+                if j < len(spreads) and spreads[j] is not None:
+                    B += spreads[j]
             except FloatingPointError as err:
                 raise DeferredOverflow(str(err), new.t, prev, prev_carry) from None
             before, osc0 = osc0, osc1

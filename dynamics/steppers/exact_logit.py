@@ -15,7 +15,7 @@ attention frozen) is added exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -60,6 +60,10 @@ class ExactLogit(Stepper):
 
     def start(self, state):
         return LogitCarry()
+
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): ``D`` and ``⟨A, dS/dt⟩`` go; the bound grows by ``spread``."""
+        return replace(state, B=state.B + spread), replace(carry, D=None, A_S_dot=None)
 
     def step(self, st, carry, h):
         prob, path, work_ = self.problem, self.problem.path, self.work
