@@ -56,17 +56,8 @@ def _diagnostics(prob, state, energy0):
                                 not_applicable=("energy_residual",))
 
 
-def _reference(prob, state):
-    """``(rhs, y0, unpack)`` for ``solve_ivp``, ``y = X.ravel()``."""
-    N, d = state.X.shape
-
-    def rhs(_t, y):
-        return velocity(prob, y.reshape(N, d)).ravel()
-
-    def unpack(y):
-        return {"X": y.reshape(N, d)}
-
-    return rhs, state.X.ravel().copy(), unpack
+#: ``(rhs, y0, unpack)`` for ``solve_ivp``, ``y = X.ravel()``.
+_reference = part_one.first_order_reference(velocity)
 
 
 SPEC = register(ModelSpec(
