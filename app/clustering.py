@@ -83,11 +83,11 @@ def sphere_view(X: np.ndarray, previous: np.ndarray | None = None):
 
 
 def clustering_mode(model: str) -> str | None:
-    """``"sphere"``, ``"rescaled"`` or None: what the view shows for ``model`` (from its
+    """``"on_sphere"``, ``"rescaled"`` or None: what the view shows for ``model`` (from its
     spec's readable equations)."""
     readable = spec(model).readable
     if "interaction_energy" in readable:
-        return "sphere"
+        return "on_sphere"
     if "rescaled" in readable:
         return "rescaled"
     return None
@@ -158,7 +158,7 @@ class Clustering(pn.viewable.Viewer):
         """Show the plots that apply to ``model`` (none for a model that does not cluster)
         and forget the last run's series."""
         self.mode = None if model is None else clustering_mode(model)
-        sphere, shown = self.mode == "sphere", self.mode is not None
+        sphere, shown = self.mode == "on_sphere", self.mode is not None
         for fig in (self.fig_tokens, self.fig_similarity, self.fig_clusters):
             fig.visible = shown
         self.fig_energy.visible = sphere
@@ -170,9 +170,9 @@ class Clustering(pn.viewable.Viewer):
         frame = self.mode == "rescaled" and self.rescaled
         name = "z" if frame else "x"
         inner = "cos(z_i, z_j)" if frame else (
-            "⟨x_i, x_j⟩" if self.mode == "sphere" else "cos(x_i, x_j)")
+            "⟨x_i, x_j⟩" if self.mode == "on_sphere" else "cos(x_i, x_j)")
         self.fig_tokens.title.text = (
-            "Tokens on the sphere" if self.mode == "sphere" else
+            "Tokens on the sphere" if self.mode == "on_sphere" else
             f"Directions of the tokens {name}_i (rescaled frame)" if frame else
             "Directions of the tokens x_i")
         self.fig_similarity.title.text = f"Similarities {inner} (tokens ordered by cluster)"
@@ -196,7 +196,7 @@ class Clustering(pn.viewable.Viewer):
         X = frame.features
         if self.mode == "rescaled" and self.rescaled:
             X = spec(sim.model).readable["rescaled"](sim.problem, X, frame.t)
-        return X if self.mode == "sphere" else cl.unit_rows(X)
+        return X if self.mode == "on_sphere" else cl.unit_rows(X)
 
     def update(self, frame, sim) -> None:
         """Show ``frame`` of the run ``sim`` (a :class:`dynamics.Simulation`)."""
@@ -221,7 +221,7 @@ class Clustering(pn.viewable.Viewer):
         self.similarity.data = {"image": [G.astype(np.float32)]}
         beta = float(sim.problem.beta)
         energy = energy_max = np.nan  # (not drawn: the energy plot is hidden)
-        if self.mode == "sphere":
+        if self.mode == "on_sphere":
             energy = frame.diagnostics["hamiltonian"]  # Eᵦ (the model's energy)
             energy_max = cl.max_interaction_energy(N, beta)
         self.series.stream({"t": np.array([frame.t]), "clusters": np.array([count]),

@@ -13,7 +13,7 @@ from dynamics import clustering as cl
 
 def test_the_view_serves_the_models_the_registry_says():
     modes = {name: clustering_mode(name) for name in models.names(part=1)}
-    assert modes["sphere"] == "sphere" and modes["transformer"] == "rescaled"
+    assert modes["sphere"] == "on_sphere" and modes["transformer"] == "rescaled"
     assert {m for m, mode in modes.items() if mode is None} == set(modes) - {
         "sphere", "transformer"}
 

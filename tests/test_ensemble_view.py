@@ -16,7 +16,7 @@ from dynamics import Settings
 def test_the_ensemble_tab_is_built_when_first_opened_and_draws_bands():
     d = Dashboard(settings=Settings(model="canonical", n_tokens=4, dim=2, logit_noise=0.5,
                                     dt=0.02), playing=False)
-    tabs = d.__panel__()[2]
+    tabs = d.__panel__()[-1]
     index = TABS.index("Noise ensemble")
     assert len(tabs[index]) == 0
     tabs.active = index
