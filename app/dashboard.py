@@ -19,11 +19,12 @@ import param
 from dynamics import RUNNING, Settings, Simulation
 from dynamics.models.part_one import confinement_notice
 
-from . import export, katex, layout, server
+from . import export, katex, layout, server, slides
 from .controls import Controls, checkbox
 from .explain import Explanation
 from .heatmaps import Heatmaps
 from .models import COMPARISON_MODEL, not_applicable
+from .pinned import PinnedRuns
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
 from .resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
@@ -89,6 +90,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
                                         sizing_mode="stretch_width")
         self.downloads = export.download_buttons(self)
+        self.slide_downloads = slides.download_buttons(self)  # issue #16: slides
+        self.pinned = PinnedRuns(self)  # issue #16: pinned runs drawn as ghosts
         self.links = TheoryLinks(on_link=server.locked(self.show_theory))
         self.theory = None  # built when first shown
         self.tabs = None
@@ -187,6 +190,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._push_notebook()
         self._show_confinement()
         self._update_status(force=True)
+        if self.pinned.runs:  # the ghosts on the new run's token axes, relabelled
+            self.pinned.draw()
 
     def _show_confinement(self) -> None:
         """Show :func:`confinement_notice` of the current settings (N, k, seed, model)."""
@@ -240,7 +245,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 pn.widgets.Select.from_param(self.heatmaps.param.color_scale,
                                              label="Colour scale of A and A*",
                                              sizing_mode="stretch_width"))
-        part_one = layout.main_tab(self, (self.controls, *view, self.downloads))
+        part_one = layout.main_tab(self, (self.controls, *view, self.downloads,
+                                          self.slide_downloads, self.pinned.panel()))
         # The lab and the Theory page are built when their tab is first opened: a
         # session costs the server (and the page) only what it shows.
         lab = pn.Column(sizing_mode="stretch_width")

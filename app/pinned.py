@@ -28,6 +28,8 @@ import numpy as np
 
 from dynamics import Settings
 
+from .ranges import LOG_FLOOR
+
 #: The ``format`` attribute of a pinned-runs file.
 FORMAT = "attention-dynamics pinned runs"
 #: Version of the file layout.
@@ -269,3 +271,233 @@ def _read_run(ds, i: int) -> RunRecord:
 def safe_filename(text: str) -> str:
     """``text`` reduced to letters, digits, ``.``, ``_`` and ``-`` (a file name part)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+# -- the dashboard's ghosts ----------------------------------------------------
+#: Colour of the pinned runs' ghosts, and their line dashes (one per pinned run).
+GHOST_COLOR = "#7f7f7f"
+GHOST_DASHES = ("solid", "dotdash", "dotted")
+#: Frames of a ghost's token paths on the token plot.
+PATH_FRAMES = 100
+
+
+class PinnedRuns:
+    """The pinned runs of a dashboard, drawn as ghosts on its KL, energy and token plots.
+
+    Each of :data:`MAX_PINNED` slots owns a few Bokeh renderers made once (empty and
+    hidden until a run is pinned): pinning, clearing or loading changes their data and
+    legend labels, adding no models to the page. A ghost's legend names the settings
+    in which it differs from the current run, and the legend's title those of the
+    current run (:func:`comparison_labels`), kept up to date as settings change and
+    at each new run (:meth:`draw`, called by the dashboard's ``reset``).
+
+    Parameters
+    ----------
+    dashboard : app.dashboard.Dashboard
+        Its ``settings``, ``history``, ``timeseries``, ``trajectories`` and ``notice``.
+    """
+
+    def __init__(self, dashboard):
+        from bokeh.models import ColumnDataSource
+
+        self.dashboard = dashboard
+        self.runs: list[RunRecord] = []
+        ts, tr = dashboard.timeseries, dashboard.trajectories
+        self.figures = (ts.fig_kl, ts.fig_kl_log, ts.fig_energy)
+        self.curves = [ColumnDataSource({k: [] for k in ("t", "kl", "kl_log", "kl_bound",
+                                                          "kl_bound_log", "d_energy")})
+                       for _ in range(MAX_PINNED)]
+        self.paths = [ColumnDataSource({"xs": [], "ys": []}) for _ in range(MAX_PINNED)]
+        self.ends = [ColumnDataSource({"x": [], "y": []}) for _ in range(MAX_PINNED)]
+        self.renderers = [[] for _ in range(MAX_PINNED)]
+        self.items = [[] for _ in range(MAX_PINNED)]  # legend items of each slot
+        for i, (src, dash) in enumerate(zip(self.curves, GHOST_DASHES, strict=True)):
+            style = dict(source=src, color=GHOST_COLOR, line_dash=dash, visible=False)
+            for fig, column in ((ts.fig_kl, "kl"), (ts.fig_kl_log, "kl_log"),
+                                (ts.fig_energy, "d_energy")):
+                r = fig.line("t", column, line_width=2.5, alpha=0.55,
+                             legend_label=f"pinned {i + 1}", **style)
+                self.renderers[i].append(r)
+                self.items[i].append(next(item for item in fig.legend[0].items
+                                          if item.renderers == [r]))
+                if column != "d_energy":
+                    self.renderers[i].append(fig.line(
+                        "t", column.replace("kl", "kl_bound"), line_width=1.5, alpha=0.4,
+                        **{**style, "line_dash": "dashed"}))
+            self.renderers[i].append(tr.fig.multi_line(
+                "xs", "ys", source=self.paths[i], line_color=GHOST_COLOR, line_alpha=0.45,
+                line_dash="dashed", line_width=1.2, visible=False))
+            self.renderers[i].append(tr.fig.scatter(
+                "x", "y", source=self.ends[i], size=10, fill_color=None,
+                line_color=GHOST_COLOR, line_alpha=0.8, visible=False))
+        for item in (it for items in self.items for it in items):
+            item.visible = False
+        dashboard.settings.param.watch(lambda *events: self.relabel(), Settings.names())
+
+    # -- actions ---------------------------------------------------------------
+    def pin(self) -> RunRecord:
+        """Keep the current run (its recorded frames) as a ghost; the oldest of more
+        than :data:`MAX_PINNED` is forgotten."""
+        d = self.dashboard
+        record = RunRecord.from_frames(d.settings, list(d.history))
+        self.runs = [*self.runs, record][-MAX_PINNED:]
+        self.draw()
+        return record
+
+    def clear(self) -> None:
+        """Forget every pinned run."""
+        self.runs = []
+        self.draw()
+
+    def save(self) -> bytes:
+        """The pinned runs as a NetCDF file (:func:`to_netcdf`)."""
+        if not self.runs:
+            raise ValueError("no pinned runs to save: pin a run first")
+        return to_netcdf(self.runs)
+
+    def load(self, payload: bytes) -> list[RunRecord]:
+        """Pin the runs of a file written by :meth:`save` (after those pinned).
+
+        Raises
+        ------
+        ValueError
+            :func:`from_netcdf`'s: the file is not one of pinned runs, or is damaged.
+        """
+        runs = from_netcdf(payload)
+        self.runs = [*self.runs, *runs][-MAX_PINNED:]
+        self.draw()
+        return runs
+
+    # -- drawing ---------------------------------------------------------------
+    def relabel(self) -> None:
+        """The legends: each ghost's settings where it differs from the current run's,
+        and the current run's in the legend's title."""
+        from bokeh.core.properties import value
+
+        current = self.dashboard.settings.values()
+        titles = []
+        for i, items in enumerate(self.items):
+            if i >= len(self.runs):
+                continue
+            ghost, now = comparison_labels(self.runs[i].settings, current)
+            titles.append(now)
+            for item in items:
+                item.label = value(f"pinned: {ghost}")
+        title = f"this run: {' | '.join(dict.fromkeys(titles))}" if titles else None
+        for fig in self.figures:
+            fig.legend[0].title = title
+
+    def draw(self) -> None:
+        """Show the pinned runs (hide the empty slots), projected on the current run's
+        token axes, and fit the plots' ranges to them."""
+        ts, tr = self.dashboard.timeseries, self.dashboard.trajectories
+        extents = {fig: [] for fig in self.figures}
+        lows, highs = [], []
+        for i in range(MAX_PINNED):
+            run = self.runs[i] if i < len(self.runs) else None
+            for r in self.renderers[i]:
+                r.visible = run is not None
+            for item in self.items[i]:
+                item.visible = run is not None
+            if run is None:
+                for src in (self.curves[i], self.paths[i], self.ends[i]):
+                    src.data = {k: [] for k in src.data}
+                continue
+            c = run.curves
+            data = {"t": run.times, "kl": _zeroed(c["kl"]),
+                    "kl_log": np.maximum(_zeroed(c["kl"]), LOG_FLOOR),
+                    "kl_bound": _zeroed(c["kl_bound"]),
+                    "kl_bound_log": np.maximum(_zeroed(c["kl_bound"]), LOG_FLOOR),
+                    "d_energy": _zeroed(run.energy_change())}
+            self.curves[i].data = data
+            t0, t1 = float(run.times[0]), float(run.times[-1])
+            for fig, keys in ((ts.fig_kl, ("kl", "kl_bound")),
+                              (ts.fig_kl_log, ("kl_log", "kl_bound_log")),
+                              (ts.fig_energy, ("d_energy",))):
+                values = np.concatenate([data[k] for k in keys])
+                extents[fig].append((t0, t1, float(values.min()), float(values.max())))
+            xy = self._project(run)
+            keep = _spread(len(run.times), PATH_FRAMES)
+            self.paths[i].data = {"xs": [xy[keep, j, 0] for j in range(xy.shape[1])],
+                                  "ys": [xy[keep, j, 1] for j in range(xy.shape[1])]}
+            self.ends[i].data = {"x": xy[-1, :, 0], "y": xy[-1, :, 1]}
+            lows.append(xy.reshape(-1, 2).min(axis=0))
+            highs.append(xy.reshape(-1, 2).max(axis=0))
+        ts.ghost_extent = {fig: (min(e[0] for e in ex), max(e[1] for e in ex),
+                                 min(e[2] for e in ex), max(e[3] for e in ex))
+                           for fig, ex in extents.items() if ex}
+        ts._fit_ranges()
+        if lows:
+            lo, hi = np.min(lows, axis=0), np.max(highs, axis=0)
+            for rng, a, b in ((tr.fig.x_range, lo[0], hi[0]), (tr.fig.y_range, lo[1], hi[1])):
+                pad = 0.1 * max(b - a, 1e-6)
+                rng.update(start=min(rng.start, a - pad), end=max(rng.end, b + pad))
+        self.relabel()
+
+    def _project(self, run: RunRecord) -> np.ndarray:
+        """The pinned run's token paths (T, N, 2) on the current run's principal axes
+        (its own when N or d differ)."""
+        from .trajectories import principal_axes
+
+        tr = self.dashboard.trajectories
+        if tr.axes is not None and tr.axes.shape[1] == run.features.shape[2] \
+                and tr.buffer is not None and tr.buffer.shape[1] == run.features.shape[1]:
+            mean, axes = tr.mean, tr.axes
+        else:
+            mean, axes = principal_axes(run.features[0])
+        return (run.features - mean) @ axes.T
+
+    # -- widgets ---------------------------------------------------------------
+    def panel(self):
+        """The sidebar's "Compare runs" box: Pin run, Clear pinned, Save and Load."""
+        import panel as pn
+
+        from .export import filename
+
+        pin = pn.widgets.Button(name="Pin run", button_type="primary", width=135)
+        clear = pn.widgets.Button(name="Clear pinned", width=135)
+        save = pn.widgets.FileDownload(filename="pinned.nc", label="Save pinned",
+                                       color="default", width=135, disabled=True)
+        load = pn.widgets.FileInput(accept=".nc", multiple=False, width=270)
+        listing = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
+
+        def refresh():
+            save.disabled = not self.runs
+            listing.object = "\n".join(f"- pinned {i + 1}: {r.line}"
+                                       for i, r in enumerate(self.runs))
+
+        def on_pin(event):
+            self.pin()
+            refresh()
+
+        def on_clear(event):
+            self.clear()
+            refresh()
+
+        def on_save():
+            save.filename = "pinned_" + filename(self.dashboard, "nc")
+            return io.BytesIO(self.save())
+
+        def on_load(event):
+            if event.new is None:
+                return
+            try:
+                self.load(event.new)
+            except ValueError as err:
+                self.dashboard.notice = f"pinned runs not loaded: {err}"
+            refresh()
+
+        pin.on_click(on_pin)
+        clear.on_click(on_clear)
+        save.callback = on_save
+        load.param.watch(on_load, "value")
+        self.buttons = {"pin": pin, "clear": clear, "save": save, "load": load}
+        return pn.Column(pn.pane.Markdown("**Compare runs** (pinned runs drawn grey)",
+                                          margin=(0, 10)),
+                         pn.Row(pin, clear), pn.Row(save), load, listing,
+                         sizing_mode="stretch_width")
+
+
+def _zeroed(v: np.ndarray) -> np.ndarray:
+    """``v`` with its non-finite entries as 0 (the page draws finite numbers only)."""
+    return np.where(np.isfinite(v), v, 0.0)

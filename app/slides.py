@@ -28,6 +28,7 @@ import io
 import math
 import re
 from collections.abc import Iterable, Mapping
+from itertools import cycle
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,8 @@ FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
 TOUR_FRAMES = 500
 #: Colours: this run, its tracking bound, and the pinned runs' ghosts.
 RUN_COLOR, BOUND_COLOR, GHOST_COLOR = "#1f77b4", "#d62728", "#7f7f7f"
+#: Line styles of the pinned runs' ghosts (one each, as on the page).
+GHOST_STYLES = ("-", "-.", ":")
 #: Colour scales of A and A* (those of the page's heatmaps).
 SCALES = ("fixed 0–1", "automatic", "logarithmic")
 _ENERGY_LINES = (  # key, label, colour, style; the label's {E} is the model's energy
@@ -223,8 +226,8 @@ def _tokens(ax, rec: RunRecord, pinned) -> None:
                                      linewidths=1.2))
     ax.scatter(xy[-1, :, 0], xy[-1, :, 1], s=36, c=colors, edgecolors="black", zorder=3)
     ax.autoscale_view()
-    ax.set_title("Token paths on the axes of X(0), pinned: grey" if pinned
-                 else "Token paths on the principal axes of X(0)", fontsize=12)
+    ax.set_title("Token paths on the axes of X(0) (grey: pinned)" if pinned
+                 else "Token paths on the principal axes of X(0)", fontsize=11)
     ax.set_xlabel("PC 1 of X(0)")
     ax.set_ylabel("PC 2 of X(0)")
 
@@ -244,8 +247,8 @@ def _kl(ax, rec: RunRecord, pinned, labels, log_kl: bool) -> None:
             label="Σᵢ KL(Aᵢ‖A*ᵢ)" + (f" — {now}" if now else ""))
     ax.plot(rec.times, shown(rec.curves["kl_bound"]), color=BOUND_COLOR, lw=2, ls="--",
             label="tracking bound Σ Bᵢ²/8")
-    for p, (ghost, _) in zip(pinned, labels, strict=True):
-        ax.plot(p.times, shown(p.curves["kl"]), color=GHOST_COLOR, lw=2, alpha=0.5,
+    for p, (ghost, _), ls in zip(pinned, labels, cycle(GHOST_STYLES), strict=False):
+        ax.plot(p.times, shown(p.curves["kl"]), color=GHOST_COLOR, lw=2, alpha=0.5, ls=ls,
                 label=f"pinned — {ghost}")
         ax.plot(p.times, shown(p.curves["kl_bound"]), color=GHOST_COLOR, lw=1.2, ls="--",
                 alpha=0.4)
@@ -267,8 +270,8 @@ def _energy(ax, rec: RunRecord, pinned, labels) -> None:
             continue
         text = label.format(E=E) + (f" — {now}" if now and key == "d_energy" else "")
         ax.plot(rec.times, _finite(_curve(rec, key)), color=color, ls=style, lw=2, label=text)
-    for p, (ghost, _) in zip(pinned, labels, strict=True):
-        ax.plot(p.times, _finite(p.energy_change()), color=GHOST_COLOR, lw=2, alpha=0.5,
+    for p, (ghost, _), ls in zip(pinned, labels, cycle(GHOST_STYLES), strict=False):
+        ax.plot(p.times, _finite(p.energy_change()), color=GHOST_COLOR, lw=2, alpha=0.5, ls=ls,
                 label=f"pinned {energy_symbol(p.model)}(t) − {energy_symbol(p.model)}(0)"
                       f" — {ghost}")
     ax.set_title("Energy balance (zero residual ⇔ dissipation law)", fontsize=12)
