@@ -454,8 +454,8 @@ class PinnedRuns:
 
         from .export import filename
 
-        pin = pn.widgets.Button(name="Pin run", button_type="primary", width=135)
-        clear = pn.widgets.Button(name="Clear pinned", width=135)
+        pin = pn.widgets.Button(label="Pin run", color="primary", width=135)
+        clear = pn.widgets.Button(label="Clear pinned", width=135)
         save = pn.widgets.FileDownload(filename="pinned.nc", label="Save pinned",
                                        color="default", width=135, disabled=True)
         load = pn.widgets.FileInput(accept=".nc", multiple=False, width=270)
