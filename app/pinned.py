@@ -453,6 +453,7 @@ class PinnedRuns:
         import panel as pn
 
         from .export import filename
+        from .server import locked
 
         pin = pn.widgets.Button(label="Pin run", color="primary", width=135)
         clear = pn.widgets.Button(label="Clear pinned", width=135)
@@ -487,10 +488,11 @@ class PinnedRuns:
                 self.dashboard.notice = f"pinned runs not loaded: {err}"
             refresh()
 
-        pin.on_click(on_pin)
-        clear.on_click(on_clear)
+        # they change Bokeh models: run under the document lock (app.server.locked)
+        pin.on_click(locked(on_pin))
+        clear.on_click(locked(on_clear))
         save.callback = on_save
-        load.param.watch(on_load, "value")
+        load.param.watch(locked(on_load), "value")
         self.buttons = {"pin": pin, "clear": clear, "save": save, "load": load}
         return pn.Column(pn.pane.Markdown("**Compare runs** (pinned runs drawn grey)",
                                           margin=(0, 10)),
