@@ -30,11 +30,9 @@ import re
 from collections.abc import Iterable, Mapping
 from itertools import cycle
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.collections import LineCollection
-from matplotlib.colors import LogNorm, Normalize
-from matplotlib.figure import Figure
 
 from dynamics import RUNNING, Settings, Simulation
 
@@ -43,6 +41,9 @@ from .pinned import RunRecord, comparison_labels, safe_filename
 from .ranges import LOG_FLOOR
 from .timeseries import coalesce
 from .trajectories import principal_axes
+
+if TYPE_CHECKING:  # Matplotlib is imported when a slide is drawn, not with the page
+    from matplotlib.figure import Figure
 
 #: Pixels of a PNG slide, and its resolution.
 PIXELS = (1920, 1080)
@@ -129,6 +130,8 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
         Its axes are ``fig.slide_axes``: a dict with keys ``"A"``, ``"A*"``, ``"tokens"``,
         ``"kl"``, ``"energy"``, ``"rate"`` (a model without attention has no maps).
     """
+    from matplotlib.figure import Figure
+
     if color_scale not in SCALES:
         raise ValueError(f"color_scale must be one of {', '.join(SCALES)}, got {color_scale!r}")
     rec = run.record
@@ -185,6 +188,8 @@ def _gap(times) -> float:
 
 
 def _heatmaps(fig, ax_a, ax_s, A, S, scale) -> None:
+    from matplotlib.colors import LogNorm, Normalize
+
     hi = float(max(np.max(A), np.max(S)))
     if scale == SCALES[0]:
         norm = Normalize(0.0, 1.0)
@@ -208,6 +213,8 @@ def _project(rec: RunRecord, mean, axes_) -> np.ndarray:
 
 
 def _tokens(ax, rec: RunRecord, pinned) -> None:
+    from matplotlib.collections import LineCollection
+
     mean, pcs = principal_axes(rec.features[0])
     keep = np.unique(np.round(np.linspace(0, len(rec.times) - 1,
                                           min(len(rec.times), 300))).astype(int))
