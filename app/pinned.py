@@ -284,12 +284,12 @@ PATH_FRAMES = 100
 class PinnedRuns:
     """The pinned runs of a dashboard, drawn as ghosts on its KL, energy and token plots.
 
-    Each of :data:`MAX_PINNED` slots owns a few Bokeh renderers made once (empty and
-    hidden until a run is pinned): pinning, clearing or loading changes their data and
-    legend labels, adding no models to the page. A ghost's legend names the settings
-    in which it differs from the current run, and the legend's title those of the
-    current run (:func:`comparison_labels`), kept up to date as settings change and
-    at each new run (:meth:`draw`, called by the dashboard's ``reset``).
+    Each of at most :data:`MAX_PINNED` slots owns a few Bokeh renderers, made when a
+    run is first pinned in it and hidden when it is cleared: later pins, clears and
+    loads change their data and legend labels, adding no models to the page. A ghost's
+    legend names the settings in which it differs from the current run, and the
+    legend's title those of the current run (:func:`comparison_labels`), kept up to
+    date as settings change and at each new run (:meth:`draw`, called by the dashboard's ``reset``).
 
     Parameters
     ----------
@@ -298,41 +298,48 @@ class PinnedRuns:
     """
 
     def __init__(self, dashboard):
-        from bokeh.models import ColumnDataSource
-
         self.dashboard = dashboard
         self.runs: list[RunRecord] = []
-        ts, tr = dashboard.timeseries, dashboard.trajectories
+        ts = dashboard.timeseries
         self.figures = (ts.fig_kl, ts.fig_kl_log, ts.fig_energy)
-        self.curves = [ColumnDataSource({k: [] for k in ("t", "kl", "kl_log", "kl_bound",
-                                                          "kl_bound_log", "d_energy")})
-                       for _ in range(MAX_PINNED)]
-        self.paths = [ColumnDataSource({"xs": [], "ys": []}) for _ in range(MAX_PINNED)]
-        self.ends = [ColumnDataSource({"x": [], "y": []}) for _ in range(MAX_PINNED)]
-        self.renderers = [[] for _ in range(MAX_PINNED)]
-        self.items = [[] for _ in range(MAX_PINNED)]  # legend items of each slot
-        for i, (src, dash) in enumerate(zip(self.curves, GHOST_DASHES, strict=True)):
-            style = dict(source=src, color=GHOST_COLOR, line_dash=dash, visible=False)
-            for fig, column in ((ts.fig_kl, "kl"), (ts.fig_kl_log, "kl_log"),
-                                (ts.fig_energy, "d_energy")):
-                r = fig.line("t", column, line_width=2.5, alpha=0.55,
-                             legend_label=f"pinned {i + 1}", **style)
-                self.renderers[i].append(r)
-                self.items[i].append(next(item for item in fig.legend[0].items
-                                          if item.renderers == [r]))
-                if column != "d_energy":
-                    self.renderers[i].append(fig.line(
-                        "t", column.replace("kl", "kl_bound"), line_width=1.5, alpha=0.4,
-                        **{**style, "line_dash": "dashed"}))
-            self.renderers[i].append(tr.fig.multi_line(
-                "xs", "ys", source=self.paths[i], line_color=GHOST_COLOR, line_alpha=0.45,
-                line_dash="dashed", line_width=1.2, visible=False))
-            self.renderers[i].append(tr.fig.scatter(
-                "x", "y", source=self.ends[i], size=10, fill_color=None,
-                line_color=GHOST_COLOR, line_alpha=0.8, visible=False))
-        for item in (it for items in self.items for it in items):
-            item.visible = False
+        # per slot, made at its first use (a session that pins nothing pays nothing)
+        self.curves, self.paths, self.ends = [], [], []
+        self.renderers, self.items = [], []  # a slot's renderers and legend items
         dashboard.settings.param.watch(lambda *events: self.relabel(), Settings.names())
+
+    def _add_slot(self) -> None:
+        """The sources, hidden renderers and legend items of one more pinned run."""
+        from bokeh.models import ColumnDataSource, LegendItem
+
+        ts, tr = self.dashboard.timeseries, self.dashboard.trajectories
+        i = len(self.curves)
+        src = ColumnDataSource({k: [] for k in ("t", "kl", "kl_log", "kl_bound",
+                                                 "kl_bound_log", "d_energy")})
+        paths, ends = ColumnDataSource({"xs": [], "ys": []}), ColumnDataSource({"x": [], "y": []})
+        renderers, items = [], []
+        style = dict(source=src, color=GHOST_COLOR, line_dash=GHOST_DASHES[i], visible=False)
+        for fig, column in ((ts.fig_kl, "kl"), (ts.fig_kl_log, "kl_log"),
+                            (ts.fig_energy, "d_energy")):
+            r = fig.line("t", column, line_width=2.5, alpha=0.55, **style)
+            renderers.append(r)
+            item = LegendItem(label=f"pinned {i + 1}", renderers=[r], visible=False)
+            fig.legend[0].items.append(item)
+            items.append(item)
+            if column != "d_energy":
+                renderers.append(fig.line(
+                    "t", column.replace("kl", "kl_bound"), line_width=1.5, alpha=0.4,
+                    **{**style, "line_dash": "dashed"}))
+        renderers.append(tr.fig.multi_line(
+            "xs", "ys", source=paths, line_color=GHOST_COLOR, line_alpha=0.45,
+            line_dash="dashed", line_width=1.2, visible=False))
+        renderers.append(tr.fig.scatter(
+            "x", "y", source=ends, size=10, fill_color=None,
+            line_color=GHOST_COLOR, line_alpha=0.8, visible=False))
+        self.curves.append(src)
+        self.paths.append(paths)
+        self.ends.append(ends)
+        self.renderers.append(renderers)
+        self.items.append(items)
 
     # -- actions ---------------------------------------------------------------
     def pin(self) -> RunRecord:
@@ -374,6 +381,8 @@ class PinnedRuns:
         and the current run's in the legend's title."""
         from bokeh.core.properties import value
 
+        if not self.items:
+            return  # nothing pinned yet
         current = self.dashboard.settings.values()
         titles = []
         for i, items in enumerate(self.items):
@@ -393,7 +402,9 @@ class PinnedRuns:
         ts, tr = self.dashboard.timeseries, self.dashboard.trajectories
         extents = {fig: [] for fig in self.figures}
         lows, highs = [], []
-        for i in range(MAX_PINNED):
+        while len(self.curves) < len(self.runs):
+            self._add_slot()
+        for i in range(len(self.curves)):
             run = self.runs[i] if i < len(self.runs) else None
             for r in self.renderers[i]:
                 r.visible = run is not None

@@ -92,7 +92,7 @@ def test_ghosts_carry_the_pinned_run_after_a_new_run():
     # drawn, labelled by the difference, and within the plots' ranges
     ts = d.timeseries
     assert all(r.visible for r in d.pinned.renderers[0])
-    assert not any(r.visible for r in d.pinned.renderers[1])
+    assert len(d.pinned.renderers) == 1  # a slot is made for a pinned run only
     labels = [i.label.value for i in d.pinned.items[0]]
     assert labels == ["pinned: β = 1"] * 3
     assert ts.fig_kl_log.legend[0].title == "this run: β = 4"
@@ -123,7 +123,11 @@ def test_save_and_load_through_the_dashboard():
     np.testing.assert_array_equal(ghost_kl(d), [f.diagnostics["kl"] for f in d.history])
     for _ in range(pinned.MAX_PINNED + 1):  # the oldest goes
         d.pinned.load(payload)
-    assert len(d.pinned.runs) == pinned.MAX_PINNED
+    assert len(d.pinned.runs) == len(d.pinned.renderers) == pinned.MAX_PINNED
+    models = len(d.timeseries.fig_kl_log.renderers)
+    d.pinned.clear()
+    d.pinned.load(payload)  # the slots are reused
+    assert len(d.timeseries.fig_kl_log.renderers) == models
 
 
 def test_bad_file_loaded_in_the_sidebar_says_so():
