@@ -466,8 +466,8 @@ class PinnedRuns:
         from .export import filename
         from .server import locked
 
-        pin = pn.widgets.Button(label="Pin run", color="primary", width=135)
-        clear = pn.widgets.Button(label="Clear pinned", width=135)
+        pin = pn.widgets.Button(label="Pin run", color="primary", width=125)
+        clear = pn.widgets.Button(label="Clear pinned", width=125)
         save = pn.widgets.FileDownload(filename="pinned.nc", label="Save pinned",
                                        color="default", width=135, disabled=True)
         load = pn.widgets.FileInput(accept=".nc", multiple=False, width=270)

@@ -347,7 +347,7 @@ def download_buttons(dashboard):
     for fmt in FORMATS:
         button = pn.widgets.FileDownload(filename=f"slide_{filename(dashboard, fmt)}",
                                          label=f"Slide {fmt.upper()}", color="default",
-                                         width=88, margin=(5, 3))
+                                         width=86, margin=(5, 3))
 
         def callback(button=button, fmt=fmt):
             button.filename = f"slide_{filename(dashboard, fmt)}"

@@ -13,8 +13,9 @@ STATE = """
   const fig = models.find(m => m.title && m.title.text === title);
   const run = models.filter(m => m.data instanceof Object && "dissipation_rate" in m.data)
                     .sort((a, b) => b.data.t.length - a.data.t.length)[0];
-  const ghosts = fig.renderers.filter(r => r.visible && r.data_source !== run
-                                      && r.data_source.data && "d_energy" in r.data_source.data
+  const ghosts = fig.renderers.filter(r => r.visible && r.data_source.data
+                                      && !("dissipation_rate" in r.data_source.data)
+                                      && "d_energy" in r.data_source.data
                                       && r.glyph.y && r.glyph.y.field === "kl_log");
   const legend = fig.below.find(m => "items" in m);
   return {
@@ -44,6 +45,7 @@ def test_pin_change_beta_and_see_both_curves(page, server, console_errors):
         f"() => {{ const s = ({STATE})({KL_LOG!r}); return s.title === 'this run: β = 4' "
         "&& s.run_t.length > 10 && s.run_t[0] === 0; }", timeout=30000)
     state = page.evaluate(STATE, KL_LOG)
+    assert len(state["ghosts"]) == 1, [(len(g["t"]), g["alpha"]) for g in state["ghosts"]]
     (ghost,) = state["ghosts"]
     assert ghost["t"] == pinned[0]["t"] and ghost["kl"] == pinned[0]["kl"]  # kept as pinned
     assert ghost["alpha"] < 1  # faded
