@@ -41,9 +41,11 @@ def test_pin_change_beta_and_see_both_curves(page, server, console_errors):
     box = page.locator("textarea")
     box.fill('{"beta": 4}')
     page.get_by_role("button", name="Apply pasted settings").click()
+    # the new run has begun: its first KL is not the pinned run's (KL(0) depends on β)
     page.wait_for_function(
         f"() => {{ const s = ({STATE})({KL_LOG!r}); return s.title === 'this run: β = 4' "
-        "&& s.run_t.length > 10 && s.run_t[0] === 0; }", timeout=30000)
+        "&& s.run_t.length > 10 && s.run_t[0] === 0 && s.ghosts.length > 0 "
+        "&& s.run_kl[0] !== s.ghosts[0].kl[0]; }", timeout=30000)
     state = page.evaluate(STATE, KL_LOG)
     assert len(state["ghosts"]) == 1, [(len(g["t"]), g["alpha"]) for g in state["ghosts"]]
     (ghost,) = state["ghosts"]
