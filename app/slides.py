@@ -36,7 +36,7 @@ import numpy as np
 
 from dynamics import RUNNING, Settings, Simulation
 
-from .models import energy_symbol, not_applicable, spec
+from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .pinned import RunRecord, comparison_labels, safe_filename
 from .ranges import LOG_FLOOR
 from .timeseries import coalesce
@@ -250,10 +250,18 @@ def _kl(ax, rec: RunRecord, pinned, labels, log_kl: bool) -> None:
         return np.maximum(v, LOG_FLOOR) if log_kl else v
 
     now = labels[0][1] if labels else None
-    ax.plot(rec.times, shown(rec.curves["kl"]), color=RUN_COLOR, lw=2,
-            label="Σᵢ KL(Aᵢ‖A*ᵢ)" + (f" — {now}" if now else ""))
-    ax.plot(rec.times, shown(rec.curves["kl_bound"]), color=BOUND_COLOR, lw=2, ls="--",
-            label="tracking bound Σ Bᵢ²/8")
+    notes = []
+    for key, label, color, style in (
+            ("kl", "Σᵢ KL(Aᵢ‖A*ᵢ)" + (f" — {now}" if now else ""), RUN_COLOR, "-"),
+            ("kl_bound", "tracking bound Σ Bᵢ²/8", BOUND_COLOR, "--")):
+        note = _note(rec.model, key)
+        if note:  # not drawn: said in the plot
+            notes.append(f"{label.split(' — ')[0]}: {note}")
+            continue
+        ax.plot(rec.times, shown(rec.curves[key]), color=color, lw=2, ls=style, label=label)
+    if notes:
+        ax.text(0.02, 0.04, "\n".join(notes), transform=ax.transAxes, fontsize=10,
+                color="#555")
     for p, (ghost, _), ls in zip(pinned, labels, cycle(GHOST_STYLES), strict=False):
         ax.plot(p.times, shown(p.curves["kl"]), color=GHOST_COLOR, lw=2, alpha=0.5, ls=ls,
                 label=f"pinned — {ghost}")
@@ -264,7 +272,8 @@ def _kl(ax, rec: RunRecord, pinned, labels, log_kl: bool) -> None:
     ax.set_title("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ)", fontsize=12)
     ax.set_xlabel("t")
     ax.set_ylabel("KL (nats)")
-    ax.legend(fontsize=9, loc="best")
+    if ax.get_lines():
+        ax.legend(fontsize=9, loc="best")
 
 
 def _energy(ax, rec: RunRecord, pinned, labels) -> None:
@@ -288,9 +297,10 @@ def _energy(ax, rec: RunRecord, pinned, labels) -> None:
 
 
 def _rate(ax, rec: RunRecord) -> None:
-    if "dissipation_rate" in not_applicable(rec.model):
-        ax.text(0.5, 0.5, "dissipation rate: n/a for this model", ha="center",
-                transform=ax.transAxes)
+    note = _note(rec.model, "dissipation_rate")
+    if note:
+        ax.text(0.5, 0.5, f"D(t): {note}", ha="center", transform=ax.transAxes,
+                fontsize=12, color="#555")
     else:
         ax.plot(rec.times, _finite(rec.curves["dissipation_rate"]), color="#9467bd", lw=2,
                 label="D(t)")
@@ -298,6 +308,15 @@ def _rate(ax, rec: RunRecord) -> None:
     ax.set_title("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)", fontsize=12)
     ax.set_xlabel("t")
     ax.set_ylabel("D (score units / time)")
+
+
+def _note(model: str, diagnostic: str) -> str:
+    """Why ``diagnostic`` is not drawn for ``model`` (as the page says), or ``""``."""
+    if diagnostic in not_applicable(model):
+        return "n/a for this model"
+    if diagnostic in spec(model).identically_zero:
+        return ZERO_NOTE
+    return ""
 
 
 def _finite(v: np.ndarray) -> np.ndarray:

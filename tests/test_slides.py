@@ -148,3 +148,16 @@ def test_bad_tour_step_is_refused_naming_it(tmp_path, step, message):
     with pytest.raises(ValueError, match=message):
         slides.tour_figures([step], tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("model, lines, note", [
+    ("transformer", 0, "Σᵢ KL(Aᵢ‖A*ᵢ): ≡ 0 for this model"),
+    ("value_matching", 1, "tracking bound Σ Bᵢ²/8: n/a for this model"),
+])
+def test_curves_a_model_lacks_are_said_not_drawn(model, lines, note):
+    settings = Settings(model=model, n_tokens=4, dim=2)
+    frames, _ = slides.run_frames(settings, 0.1)
+    fig = slides.slide_figure(slides.SlideRun.from_frames(settings, frames))
+    ax = fig.slide_axes["kl"]
+    assert len(ax.get_lines()) == lines
+    assert note in ax.texts[0].get_text()
