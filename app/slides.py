@@ -87,11 +87,17 @@ class SlideRun:
         ``A`` and ``A*`` at the last frame (None for a model without attention).
     changes : sequence of dynamics.Change
         The run's mid-run setting changes (marked on the time plots).
+    distance : (ndarray, ndarray) or None
+        Times and distance ``‖X − X_reduced‖`` to the reduced model's run beside (the
+        page's comparison mode), drawn in a fourth time plot; None: no such plot.
     """
 
-    def __init__(self, record: RunRecord, attention=None, softmax=None, changes=()):
+    def __init__(self, record: RunRecord, attention=None, softmax=None, changes=(),
+                 distance=None):
         self.record, self.attention, self.softmax = record, attention, softmax
         self.changes = tuple(changes)
+        self.distance = None if distance is None else tuple(
+            np.asarray(v, dtype=float) for v in distance)
 
     @classmethod
     def from_frames(cls, settings, frames, changes=(), max_frames=None) -> SlideRun:
@@ -128,7 +134,8 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     -------
     matplotlib.figure.Figure
         Its axes are ``fig.slide_axes``: a dict with keys ``"A"``, ``"A*"``, ``"tokens"``,
-        ``"kl"``, ``"energy"``, ``"rate"`` (a model without attention has no maps).
+        ``"kl"``, ``"energy"``, ``"rate"`` and, with ``run.distance``, ``"distance"`` (a
+        model without attention has no maps).
     """
     from matplotlib.figure import Figure
 
@@ -154,9 +161,13 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     else:
         axes["tokens"] = fig.add_subplot(grid[0, :])
     _tokens(axes["tokens"], rec, pinned)
-    axes["kl"] = fig.add_subplot(grid[1, 0])
-    axes["energy"] = fig.add_subplot(grid[1, 1])
-    axes["rate"] = fig.add_subplot(grid[1, 2])
+    bottom = grid[1, :].subgridspec(1, 3 if run.distance is None else 4)
+    axes["kl"] = fig.add_subplot(bottom[0, 0])
+    axes["energy"] = fig.add_subplot(bottom[0, 1])
+    axes["rate"] = fig.add_subplot(bottom[0, 2])
+    if run.distance is not None:
+        axes["distance"] = fig.add_subplot(bottom[0, 3])
+        _distance(axes["distance"], *run.distance)
     labels = [comparison_labels(p.settings, rec.settings) for p in pinned]
     _kl(axes["kl"], rec, pinned, labels, log_kl)
     _energy(axes["energy"], rec, pinned, labels)
@@ -319,6 +330,14 @@ def _note(model: str, diagnostic: str) -> str:
     return ""
 
 
+def _distance(ax, t: np.ndarray, distance: np.ndarray) -> None:
+    ax.plot(t, distance, color="#8c564b", lw=2, label="‖X − X_reduced‖ (Frobenius)")
+    ax.set_title("Distance to the reduced model", fontsize=12)
+    ax.set_xlabel("t")
+    ax.set_ylabel("‖X − X_reduced‖")
+    ax.legend(fontsize=9, loc="best")
+
+
 def _finite(v: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(v), v, np.nan)
 
@@ -339,10 +358,16 @@ def figure_bytes(fig: Figure, fmt: str) -> bytes:
 # -- the dashboard's view ------------------------------------------------------
 def dashboard_slide(dashboard) -> Figure:
     """The slide of the dashboard's current view: its recorded frames, caption, KL axis,
-    colour scale and pinned runs."""
+    colour scale, pinned runs and, in comparison mode, the distance to the reduced model."""
     if not dashboard.history:
         raise ValueError("no frames recorded yet: nothing to draw")
     run = SlideRun.from_frames(dashboard.settings, dashboard.history, dashboard.sim.changes)
+    if dashboard.compare:  # the distance plot is shown: its rows (the page's last ROLLOVER)
+        ts = dashboard.timeseries  # rows on the page, then those not yet sent
+        run.distance = tuple(
+            np.concatenate([np.asarray(ts.source.data[k], dtype=float),
+                            np.array([row[k] for row in ts.pending], dtype=float)])
+            for k in ("distance_t", "distance"))
     pinned = getattr(dashboard, "pinned", None)
     return slide_figure(run, caption=dashboard.caption.object,
                         pinned=pinned.runs if pinned is not None else (),

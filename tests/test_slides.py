@@ -161,3 +161,18 @@ def test_curves_a_model_lacks_are_said_not_drawn(model, lines, note):
     ax = fig.slide_axes["kl"]
     assert len(ax.get_lines()) == lines
     assert note in ax.texts[0].get_text()
+
+
+@pytest.mark.slow
+def test_comparison_mode_slide_draws_the_distance():
+    d = small_dashboard()
+    d.compare = True
+    play(d, 6)
+    fig = slides.dashboard_slide(d)
+    (line,) = fig.slide_axes["distance"].get_lines()
+    reference = d.reference  # the reduced model's run beside, at the same times
+    assert reference.t == pytest.approx(d.sim.t)
+    np.testing.assert_array_equal(line.get_xdata(), [f.t for f in d.history])
+    assert line.get_ydata()[-1] == pytest.approx(
+        np.linalg.norm(d.history[-1].features - reference.frame().features), rel=1e-12)
+    assert imread(io.BytesIO(slides.figure_bytes(fig, "png"))).shape[:2] == (1080, 1920)
