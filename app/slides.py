@@ -172,6 +172,9 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     _kl(axes["kl"], rec, pinned, labels, log_kl)
     _energy(axes["energy"], rec, pinned, labels)
     _rate(axes["rate"], rec)
+    if run.distance is not None:  # four plots in a row: titles that fit their width
+        axes["energy"].set_title("Energy balance", fontsize=12)
+        axes["rate"].set_title("Dissipation rate D(t)", fontsize=12)
     marks = coalesce(run.changes, _gap(rec.times))
     for key in ("kl", "energy", "rate"):
         for t0, t1, label in marks:

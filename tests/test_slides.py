@@ -176,3 +176,17 @@ def test_comparison_mode_slide_draws_the_distance():
     assert line.get_ydata()[-1] == pytest.approx(
         np.linalg.norm(d.history[-1].features - reference.frame().features), rel=1e-12)
     assert imread(io.BytesIO(slides.figure_bytes(fig, "png"))).shape[:2] == (1080, 1920)
+
+
+def test_mid_run_change_is_marked_on_the_time_plots():
+    d = small_dashboard()
+    play(d, 4)
+    d.settings.beta = 4.0  # a continued run: a change at the current time
+    play(d, 4)
+    (change,) = d.sim.changes
+    fig = slides.dashboard_slide(d)
+    for key in ("kl", "energy", "rate"):
+        ax = fig.slide_axes[key]
+        assert [t.get_text() for t in ax.texts if "→" in t.get_text()] == ["β 1 → 4"]
+        marker = ax.get_lines()[-1]  # the vertical line, drawn last
+        assert list(marker.get_xdata()) == [change.t, change.t]
