@@ -19,13 +19,14 @@ import param
 from dynamics import RUNNING, Settings, Simulation
 from dynamics.models.part_one import confinement_notice
 
-from . import export, katex, layout, server
+from . import export, katex, layout, server, slides
 from .clustering import Clustering
 from .controls import Controls, checkbox
 from .explain import Explanation
 from .heatmaps import Heatmaps
 from .inertial_lab import load_presets as load_lab_presets
 from .models import COMPARISON_MODEL, not_applicable
+from .pinned import PinnedRuns
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
 from .projector import Projector
 from .resources import read_asset
@@ -102,6 +103,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
                                         sizing_mode="stretch_width")
         self.downloads = export.download_buttons(self)
+        self.slide_downloads = slides.download_buttons(self)  # issue #16: slides
+        self.pinned = PinnedRuns(self)  # issue #16: pinned runs drawn as ghosts
         self.links = TheoryLinks(on_link=server.locked(self.show_theory))
         self.theory = None  # built when first shown
         self.lab = None  # built when first shown
@@ -234,6 +237,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._push_notebook()
         self._show_confinement()
         self._update_status(force=True)
+        if self.pinned.runs:  # the ghosts on the new run's token axes, relabelled
+            self.pinned.draw()
 
     def _show_confinement(self) -> None:
         """Show :func:`confinement_notice` of the current settings (N, k, seed, model)."""
@@ -289,7 +294,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                                              label="Colour scale of A and A*",
                                              sizing_mode="stretch_width"),
                 self.clustering.rescaled_toggle)
-        part_one = layout.main_tab(self, (self.controls, *view, self.downloads))
+        part_one = layout.main_tab(self, (self.controls, *view, self.downloads,
+                                          self.slide_downloads, self.pinned.panel()))
         tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
                                         disabled=not self.tour.steps)
         tour_button.on_click(server.locked(lambda event: self.param.update(

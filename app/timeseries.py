@@ -216,6 +216,9 @@ class TimeSeries(pn.viewable.Viewer):
         self.fig_distance.add_layout(self._diverged_note)
         self._ref_end = None  # (t, distance) where the comparison run diverged
         self.guides = Guides(self, ROLLOVER)  # a tour step's annotations
+        #: (t_min, t_max, y_min, y_max) of drawn curves not in ``source`` that a figure's
+        #: ranges include: the pinned runs' ghosts (:class:`app.pinned.PinnedRuns`)
+        self.ghost_extent = {}
         self._show(self.fig_distance, False)
         self._toggle_log()
 
@@ -300,12 +303,19 @@ class TimeSeries(pn.viewable.Viewer):
         for fig, (x_range, y_range) in self._ranges.items():
             if not fig.visible:  # a hidden plot whose range changes is laid out again
                 continue
-            x_range.fit(float(t[0]), float(t[-1]))
+            ghost = self.ghost_extent.get(fig)
+            t0, t1 = float(t[0]), float(t[-1])
+            if ghost is not None:
+                t0, t1 = min(t0, ghost[0]), max(t1, ghost[1])
+            x_range.fit(t0, t1)
             shown = [np.asarray(data[k], dtype=float) for k in self._fig_columns[fig]
                      if self.lines[k].visible]
             if shown:
-                y_range.fit(min(float(v.min()) for v in shown),
-                            max(float(v.max()) for v in shown))
+                lo = min(float(v.min()) for v in shown)
+                hi = max(float(v.max()) for v in shown)
+                if ghost is not None:
+                    lo, hi = min(lo, ghost[2]), max(hi, ghost[3])
+                y_range.fit(lo, hi)
 
     def row(self, frame, distance: float | None = None) -> dict:
         """The buffer row of ``frame`` (every value finite)."""

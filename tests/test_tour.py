@@ -17,8 +17,8 @@ from app.inertial_lab import load_presets as load_lab_presets
 from app.tour import load_tour, validate_tour
 from dynamics import Settings, Simulation, simulate
 from dynamics.clustering import cluster_labels
-from dynamics.noise import small_noise_kl, stationary_variance
 from dynamics.inertial.experiments import run_lab_experiment
+from dynamics.noise import small_noise_kl, stationary_variance
 
 TOUR = load_tour()
 PRESETS = {p["name"]: p for p in presets_module.load_presets()}

@@ -1,0 +1,488 @@
+"""Figures for slides: the current view of a run as one 16:9 figure (PNG, SVG, PDF).
+
+A slide is drawn on the server with Matplotlib from the run's recorded frames and its
+settings, not captured from the page: it needs no browser, is the same for every
+viewer, and its curves are the run's numbers (tested). It shows
+
+* a title (the model and the time reached) and the caption of the preset or tour step;
+* the attention ``A(t)`` and its softmax ``A*(t)`` at the last frame, on one colour
+  scale (Theory page: scores and softmax);
+* the tokens' paths on the principal axes of ``X(0)``;
+* the attention lag ``Σᵢ KL(Aᵢ‖A*ᵢ)`` with its tracking bound (log or linear axis, as on
+  the page; Theory page: tracking the moving softmax), the energy balance and the
+  dissipation rate, with a dashed line at each mid-run change of a setting;
+* pinned runs (:mod:`app.pinned`) as grey ghosts, the legends naming the settings in
+  which they differ from this run;
+* at the bottom, the run's settings line.
+
+Sizes: :data:`SLIDE_INCHES` (13.333 × 7.5 in, PowerPoint's and Beamer-at-16:9's
+page) at :data:`DPI` = 144: a 1920 × 1080 px PNG; the SVG and PDF are 960 × 540 pt.
+
+:func:`tour_figures` runs a list of steps headless (settings and ``t_end`` each) and
+writes one slide per step: a tour exports all its steps at once.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Iterable, Mapping
+from itertools import cycle
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dynamics import RUNNING, Settings, Simulation
+
+from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
+from .pinned import RunRecord, comparison_labels, safe_filename
+from .ranges import LOG_FLOOR
+from .timeseries import coalesce
+from .trajectories import principal_axes
+
+if TYPE_CHECKING:  # Matplotlib is imported when a slide is drawn, not with the page
+    from matplotlib.figure import Figure
+
+#: Pixels of a PNG slide, and its resolution.
+PIXELS = (1920, 1080)
+DPI = 144
+#: Size of a slide (inches): 16:9.
+SLIDE_INCHES = (PIXELS[0] / DPI, PIXELS[1] / DPI)
+#: Formats a slide is written in, and their media types.
+FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
+#: Frames a headless run records for its slide (evenly spread over the run).
+TOUR_FRAMES = 500
+#: Colours: this run, its tracking bound, and the pinned runs' ghosts.
+RUN_COLOR, BOUND_COLOR, GHOST_COLOR = "#1f77b4", "#d62728", "#7f7f7f"
+#: Line styles of the pinned runs' ghosts (one each, as on the page).
+GHOST_STYLES = ("-", "-.", ":")
+#: Colour scales of A and A* (those of the page's heatmaps).
+SCALES = ("fixed 0–1", "automatic", "logarithmic")
+_ENERGY_LINES = (  # key, label, colour, style; the label's {E} is the model's energy
+    ("d_energy", "{E}(t) − {E}(0)", "#1f77b4", "-"),
+    ("budget", "work − dissipated", "#ff7f0e", "--"),
+    ("dissipated", "dissipated ∫D dt", "#9467bd", "-"),
+    ("residual", "residual", "#d62728", "-"),
+)
+
+
+def plain_caption(markdown: str) -> str:
+    """The text of a caption written in Markdown: no ``**``, ``*`` or link syntax."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown or "")
+    text = re.sub(r"<[^>]+>", "", text)
+    text = text.replace("**", "").replace("*", "").replace("`", "")
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+class SlideRun:
+    """The data of one slide: the run's record and its last attention maps.
+
+    Parameters
+    ----------
+    record : app.pinned.RunRecord
+        Settings, curves and token paths of the run.
+    attention, softmax : ndarray, shape (N, N), or None
+        ``A`` and ``A*`` at the last frame (None for a model without attention).
+    changes : sequence of dynamics.Change
+        The run's mid-run setting changes (marked on the time plots).
+    distance : (ndarray, ndarray) or None
+        Times and distance ``‖X − X_reduced‖`` to the reduced model's run beside (the
+        page's comparison mode), drawn in a fourth time plot; None: no such plot.
+    """
+
+    def __init__(self, record: RunRecord, attention=None, softmax=None, changes=(),
+                 distance=None):
+        self.record, self.attention, self.softmax = record, attention, softmax
+        self.changes = tuple(changes)
+        self.distance = None if distance is None else tuple(
+            np.asarray(v, dtype=float) for v in distance)
+
+    @classmethod
+    def from_frames(cls, settings, frames, changes=(), max_frames=None) -> SlideRun:
+        """The slide data of a run's recorded ``frames`` (all kept by default)."""
+        frames = list(frames)
+        record = RunRecord.from_frames(settings, frames, max_frames=max_frames)
+        last = frames[-1]
+        return cls(record, last.attention, last.softmax, changes)
+
+
+def _curve(record: RunRecord, key: str) -> np.ndarray:
+    c = record.curves
+    return {"d_energy": record.energy_change(), "budget": c["work"] - c["dissipated"],
+            "dissipated": c["dissipated"], "residual": c["energy_residual"]}[key]
+
+
+def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] = (),
+                 log_kl: bool = True, color_scale: str = "automatic") -> Figure:
+    """The slide of ``run`` as a Matplotlib figure (not attached to pyplot).
+
+    Parameters
+    ----------
+    run : SlideRun
+    caption : str
+        Markdown; shown as plain text under the title.
+    pinned : iterable of app.pinned.RunRecord
+        Runs drawn as grey ghosts on the KL, energy and token plots.
+    log_kl : bool
+        The KL lag on a logarithmic axis (values floored at ``LOG_FLOOR``).
+    color_scale : str
+        One of :data:`SCALES`, as the page's heatmaps.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Its axes are ``fig.slide_axes``: a dict with keys ``"A"``, ``"A*"``, ``"tokens"``,
+        ``"kl"``, ``"energy"``, ``"rate"`` and, with ``run.distance``, ``"distance"`` (a
+        model without attention has no maps).
+    """
+    from matplotlib.figure import Figure
+
+    if color_scale not in SCALES:
+        raise ValueError(f"color_scale must be one of {', '.join(SCALES)}, got {color_scale!r}")
+    rec = run.record
+    pinned = list(pinned)
+    s = spec(rec.model)
+    fig = Figure(figsize=SLIDE_INCHES, dpi=DPI, layout="constrained")
+    fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06, hspace=0.06, wspace=0.04)
+    title = f"{s.title}  (t = {rec.times[-1]:.3g})"
+    text = plain_caption(caption)
+    fig.suptitle(title if not text else f"{title}\n{_wrap(text, 150)}", fontsize=15,
+                 fontweight="bold" if not text else "normal")
+    fig.supxlabel(_wrap(rec.line, 190), fontsize=10, color="#333")
+    grid = fig.add_gridspec(2, 3)
+    axes = {}
+    if run.attention is not None and run.softmax is not None:
+        axes["A"] = fig.add_subplot(grid[0, 0])
+        axes["A*"] = fig.add_subplot(grid[0, 1])
+        _heatmaps(fig, axes["A"], axes["A*"], run.attention, run.softmax, color_scale)
+        axes["tokens"] = fig.add_subplot(grid[0, 2])
+    else:
+        axes["tokens"] = fig.add_subplot(grid[0, :])
+    _tokens(axes["tokens"], rec, pinned)
+    bottom = grid[1, :].subgridspec(1, 3 if run.distance is None else 4)
+    axes["kl"] = fig.add_subplot(bottom[0, 0])
+    axes["energy"] = fig.add_subplot(bottom[0, 1])
+    axes["rate"] = fig.add_subplot(bottom[0, 2])
+    if run.distance is not None:
+        axes["distance"] = fig.add_subplot(bottom[0, 3])
+        _distance(axes["distance"], *run.distance)
+    labels = [comparison_labels(p.settings, rec.settings) for p in pinned]
+    _kl(axes["kl"], rec, pinned, labels, log_kl)
+    _energy(axes["energy"], rec, pinned, labels)
+    _rate(axes["rate"], rec)
+    if run.distance is not None:  # four plots in a row: titles that fit their width
+        axes["energy"].set_title("Energy balance", fontsize=12)
+        axes["rate"].set_title("Dissipation rate D(t)", fontsize=12)
+    marks = coalesce(run.changes, _gap(rec.times))
+    for key in ("kl", "energy", "rate"):
+        for t0, t1, label in marks:
+            ax = axes[key]
+            ax.axvline(t0, color="#666", ls="--", lw=1)
+            if t1 > t0:
+                ax.axvspan(t0, t1, color="#888", alpha=0.15, lw=0)
+            ax.annotate(label, (t0, 0.02), xycoords=("data", "axes fraction"),
+                        ha="right", fontsize=9, color="#444", xytext=(-3, 0),
+                        textcoords="offset points")
+    fig.slide_axes = axes
+    return fig
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def _gap(times) -> float:
+    if len(times) < 2:
+        return math.inf
+    return max((times[-1] - times[0]) / 50.0, 3.0 * (times[-1] - times[-2]))
+
+
+def _heatmaps(fig, ax_a, ax_s, A, S, scale) -> None:
+    from matplotlib.colors import LogNorm, Normalize
+
+    hi = float(max(np.max(A), np.max(S)))
+    if scale == SCALES[0]:
+        norm = Normalize(0.0, 1.0)
+    elif scale == SCALES[1]:
+        norm = Normalize(0.0, min(1.0, 2.0 ** math.ceil(math.log2(max(hi, 1e-12)))))
+    else:
+        lo = max(float(min(np.min(A), np.min(S))), LOG_FLOOR)
+        lo = 10.0 ** math.floor(math.log10(lo))
+        norm = LogNorm(lo, max(10.0 ** math.ceil(math.log10(max(hi, lo))), 10 * lo))
+    for ax, M, name in ((ax_a, A, "Attention A(t)"), (ax_s, S, "Softmax A*(t) = rowsoftmax(βS)")):
+        image = ax.imshow(np.maximum(M, LOG_FLOOR) if scale == SCALES[2] else M,
+                          cmap="viridis", norm=norm, interpolation="nearest")
+        ax.set_title(name, fontsize=12)
+        ax.set_xlabel("source j")
+        ax.set_ylabel("query i")
+    fig.colorbar(image, ax=[ax_a, ax_s], shrink=0.9, pad=0.01)
+
+
+def _project(rec: RunRecord, mean, axes_) -> np.ndarray:
+    return (rec.features - mean) @ axes_.T  # (T, N, 2)
+
+
+def _tokens(ax, rec: RunRecord, pinned) -> None:
+    from matplotlib.collections import LineCollection
+
+    mean, pcs = principal_axes(rec.features[0])
+    keep = np.unique(np.round(np.linspace(0, len(rec.times) - 1,
+                                          min(len(rec.times), 300))).astype(int))
+    xy = _project(rec, mean, pcs)[keep]  # (T', N, 2)
+    n = xy.shape[1]
+    for p in pinned:
+        same = p.features.shape[1:] == rec.features.shape[1:]
+        m, a = (mean, pcs) if same else principal_axes(p.features[0])
+        ghost = _project(p, m, a)
+        ax.add_collection(LineCollection(np.swapaxes(ghost, 0, 1), colors=GHOST_COLOR,
+                                         alpha=0.45, linewidths=1.0, linestyles="--"))
+        ax.scatter(ghost[-1, :, 0], ghost[-1, :, 1], s=30, facecolors="none",
+                   edgecolors=GHOST_COLOR, alpha=0.7, zorder=2)
+    colors = _token_colors(n)
+    ax.add_collection(LineCollection(np.swapaxes(xy, 0, 1), colors=colors, alpha=0.6,
+                                     linewidths=1.2))
+    ax.scatter(xy[-1, :, 0], xy[-1, :, 1], s=36, c=colors, edgecolors="black", zorder=3)
+    ax.autoscale_view()
+    ax.set_title("Token paths on the axes of X(0) (grey: pinned)" if pinned
+                 else "Token paths on the principal axes of X(0)", fontsize=11)
+    ax.set_xlabel("PC 1 of X(0)")
+    ax.set_ylabel("PC 2 of X(0)")
+
+
+def _token_colors(n: int):
+    from matplotlib import colormaps
+
+    return colormaps["turbo"](np.linspace(0.1, 0.9, n))
+
+
+def _kl(ax, rec: RunRecord, pinned, labels, log_kl: bool) -> None:
+    def shown(v):
+        return np.maximum(v, LOG_FLOOR) if log_kl else v
+
+    now = labels[0][1] if labels else None
+    notes = []
+    for key, label, color, style in (
+            ("kl", "Σᵢ KL(Aᵢ‖A*ᵢ)" + (f" — {now}" if now else ""), RUN_COLOR, "-"),
+            ("kl_bound", "tracking bound Σ Bᵢ²/8", BOUND_COLOR, "--")):
+        note = _note(rec.model, key)
+        if note:  # not drawn: said in the plot
+            notes.append(f"{label.split(' — ')[0]}: {note}")
+            continue
+        ax.plot(rec.times, shown(rec.curves[key]), color=color, lw=2, ls=style, label=label)
+    if notes:
+        ax.text(0.02, 0.04, "\n".join(notes), transform=ax.transAxes, fontsize=10,
+                color="#555")
+    for p, (ghost, _), ls in zip(pinned, labels, cycle(GHOST_STYLES), strict=False):
+        ax.plot(p.times, shown(p.curves["kl"]), color=GHOST_COLOR, lw=2, alpha=0.5, ls=ls,
+                label=f"pinned — {ghost}")
+        ax.plot(p.times, shown(p.curves["kl_bound"]), color=GHOST_COLOR, lw=1.2, ls="--",
+                alpha=0.4)
+    if log_kl:
+        ax.set_yscale("log")
+    ax.set_title("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ)", fontsize=12)
+    ax.set_xlabel("t")
+    ax.set_ylabel("KL (nats)")
+    if ax.get_lines():
+        ax.legend(fontsize=9, loc="best")
+
+
+def _energy(ax, rec: RunRecord, pinned, labels) -> None:
+    E = energy_symbol(rec.model)
+    missing = set(not_applicable(rec.model)) | set(spec(rec.model).identically_zero)
+    now = labels[0][1] if labels else None
+    for key, label, color, style in _ENERGY_LINES:
+        if key == "residual" and "energy_residual" in missing \
+                or key == "dissipated" and "dissipated" in missing:
+            continue
+        text = label.format(E=E) + (f" — {now}" if now and key == "d_energy" else "")
+        ax.plot(rec.times, _finite(_curve(rec, key)), color=color, ls=style, lw=2, label=text)
+    for p, (ghost, _), ls in zip(pinned, labels, cycle(GHOST_STYLES), strict=False):
+        ax.plot(p.times, _finite(p.energy_change()), color=GHOST_COLOR, lw=2, alpha=0.5, ls=ls,
+                label=f"pinned {energy_symbol(p.model)}(t) − {energy_symbol(p.model)}(0)"
+                      f" — {ghost}")
+    ax.set_title("Energy balance (zero residual ⇔ dissipation law)", fontsize=12)
+    ax.set_xlabel("t")
+    ax.set_ylabel("energy (score units)")
+    ax.legend(fontsize=9, loc="best")
+
+
+def _rate(ax, rec: RunRecord) -> None:
+    note = _note(rec.model, "dissipation_rate")
+    if note:
+        ax.text(0.5, 0.5, f"D(t): {note}", ha="center", transform=ax.transAxes,
+                fontsize=12, color="#555")
+    else:
+        ax.plot(rec.times, _finite(rec.curves["dissipation_rate"]), color="#9467bd", lw=2,
+                label="D(t)")
+        ax.legend(fontsize=9, loc="best")
+    ax.set_title("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)", fontsize=12)
+    ax.set_xlabel("t")
+    ax.set_ylabel("D (score units / time)")
+
+
+def _note(model: str, diagnostic: str) -> str:
+    """Why ``diagnostic`` is not drawn for ``model`` (as the page says), or ``""``."""
+    if diagnostic in not_applicable(model):
+        return "n/a for this model"
+    if diagnostic in spec(model).identically_zero:
+        return ZERO_NOTE
+    return ""
+
+
+def _distance(ax, t: np.ndarray, distance: np.ndarray) -> None:
+    ax.plot(t, distance, color="#8c564b", lw=2, label="‖X − X_reduced‖ (Frobenius)")
+    ax.set_title("Distance to the reduced model", fontsize=12)
+    ax.set_xlabel("t")
+    ax.set_ylabel("‖X − X_reduced‖")
+    ax.legend(fontsize=9, loc="best")
+
+
+def _finite(v: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(v), v, np.nan)
+
+
+def figure_bytes(fig: Figure, fmt: str) -> bytes:
+    """``fig`` written as ``fmt`` (one of :data:`FORMATS`) at the slide's size.
+
+    The SVG and PDF carry no creation date (the same run gives the same file).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    buf = io.BytesIO()
+    metadata = {"Date": None} if fmt in ("svg", "pdf") else None
+    fig.savefig(buf, format=fmt, dpi=DPI, metadata=metadata)
+    return buf.getvalue()
+
+
+# -- the dashboard's view ------------------------------------------------------
+def dashboard_slide(dashboard) -> Figure:
+    """The slide of the dashboard's current view: its recorded frames, caption, KL axis,
+    colour scale, pinned runs and, in comparison mode, the distance to the reduced model."""
+    if not dashboard.history:
+        raise ValueError("no frames recorded yet: nothing to draw")
+    run = SlideRun.from_frames(dashboard.settings, dashboard.history, dashboard.sim.changes)
+    if dashboard.compare:  # the distance plot is shown: its rows (the page's last ROLLOVER)
+        ts = dashboard.timeseries  # rows on the page, then those not yet sent
+        run.distance = tuple(
+            np.concatenate([np.asarray(ts.source.data[k], dtype=float),
+                            np.array([row[k] for row in ts.pending], dtype=float)])
+            for k in ("distance_t", "distance"))
+    pinned = getattr(dashboard, "pinned", None)
+    return slide_figure(run, caption=dashboard.caption.object,
+                        pinned=pinned.runs if pinned is not None else (),
+                        log_kl=dashboard.timeseries.log_kl,
+                        color_scale=dashboard.heatmaps.color_scale)
+
+
+def slide_bytes(dashboard, fmt: str) -> io.BytesIO:
+    """The dashboard's slide (:func:`dashboard_slide`) as a file of format ``fmt``."""
+    return io.BytesIO(figure_bytes(dashboard_slide(dashboard), fmt))
+
+
+def download_buttons(dashboard):
+    """FileDownload buttons "Slide PNG", "Slide SVG", "Slide PDF" (16:9), named after
+    the model and the time of the run like the data downloads (:mod:`app.export`)."""
+    import panel as pn
+
+    from .export import filename
+
+    buttons = []
+    for fmt in FORMATS:
+        button = pn.widgets.FileDownload(filename=f"slide_{filename(dashboard, fmt)}",
+                                         label=f"Slide {fmt.upper()}", color="default",
+                                         width=86, margin=(5, 3))
+
+        def callback(button=button, fmt=fmt):
+            button.filename = f"slide_{filename(dashboard, fmt)}"
+            return slide_bytes(dashboard, fmt)
+
+        button.callback = callback
+        buttons.append(button)
+    return pn.Row(*buttons)
+
+
+# -- headless: a tour's slides -------------------------------------------------
+def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES):
+    """Run ``settings`` from ``t = 0`` to ``t_end`` headless.
+
+    Returns
+    -------
+    frames : list of dynamics.Frame
+        At most ``max_frames + 1``, evenly spaced in steps (the first and last kept).
+    sim : dynamics.Simulation
+        The run (its status, message and changes).
+    """
+    if not (isinstance(t_end, int | float) and math.isfinite(t_end) and t_end > 0):
+        raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
+    sim = Simulation(settings)
+    n_steps = max(1, int(round(t_end / settings.dt)))
+    every = max(1, math.ceil(n_steps / max_frames))
+    frames = [sim.frame()]
+    done = 0
+    while done < n_steps and sim.status == RUNNING:
+        chunk = min(every, n_steps - done)
+        sim.advance(chunk)
+        done += chunk
+        frames.append(sim.frame())
+    return frames, sim
+
+
+def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> list[Path]:
+    """Run each step headless and write its slide: a tour's slides at once.
+
+    Parameters
+    ----------
+    steps : iterable of mapping
+        Each with ``"settings"`` (a mapping of settings; the others keep their
+        defaults) and ``"t_end"`` (> 0); optional ``"title"`` (names the file) and
+        ``"caption"`` or ``"text"`` (shown under the slide's title).
+    out_dir : path
+        Created if missing.
+    formats : iterable of str
+        Among :data:`FORMATS`.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, ``NN_<title>.<format>`` (NN the step's number from 01).
+
+    Raises
+    ------
+    ValueError
+        A step without valid settings or ``t_end`` (the message names the step), or an
+        unknown format; nothing is written for any step then.
+    """
+    formats = tuple(formats)
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    checked = []
+    for i, step in enumerate(steps, 1):
+        if not isinstance(step, Mapping):
+            raise ValueError(f"tour step {i}: expected a mapping, got {type(step).__name__}")
+        try:
+            settings = Settings.from_mapping(dict(step.get("settings", {})))
+            t_end = step.get("t_end")
+            if not (isinstance(t_end, int | float) and not isinstance(t_end, bool)
+                    and math.isfinite(t_end) and t_end > 0):
+                raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"tour step {i}: {err}") from None
+        checked.append((i, step, settings, float(t_end)))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, step, settings, t_end in checked:
+        frames, sim = run_frames(settings, t_end)
+        run = SlideRun.from_frames(settings, frames, sim.changes)
+        fig = slide_figure(run, caption=str(step.get("caption", step.get("text", ""))))
+        stem = f"{i:02d}_{safe_filename(str(step.get('title', settings.model)))}"
+        for fmt in formats:
+            path = out / f"{stem}.{fmt}"
+            path.write_bytes(figure_bytes(fig, fmt))
+            written.append(path)
+    return written

@@ -1,0 +1,192 @@
+"""Figures for slides (issue #16, item 3): the files are valid images of a 16:9 slide's
+size, read back by real decoders, and what a slide draws is the run's data."""
+
+import io
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from dashboard_support import play, small_dashboard
+from matplotlib.image import imread
+
+from app import slides
+from app.pinned import RunRecord
+from app.ranges import LOG_FLOOR
+from dynamics import Settings
+
+SETTINGS = Settings(n_tokens=6, dim=3, seed=3)
+
+
+@pytest.fixture(scope="module")
+def frames():
+    frames, _ = slides.run_frames(SETTINGS, 1.0)
+    return frames
+
+
+@pytest.fixture(scope="module")
+def ghost():
+    frames, _ = slides.run_frames(SETTINGS.copy(beta=4.0), 1.5)
+    return RunRecord.from_frames(SETTINGS.copy(beta=4.0), frames)
+
+
+@pytest.fixture(scope="module")
+def figure(frames, ghost):
+    run = slides.SlideRun.from_frames(SETTINGS, frames)
+    return slides.slide_figure(run, caption="**Relaxation** — [look](#here)", pinned=[ghost])
+
+
+def test_png_is_1920_by_1080(figure):
+    data = slides.figure_bytes(figure, "png")
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = imread(io.BytesIO(data), format="png")
+    assert pixels.shape[:2] == (1080, 1920)
+    assert np.ptp(pixels[..., :3]) > 0.5  # not a blank page
+
+
+def test_svg_is_a_16_by_9_slide(figure):
+    root = ET.fromstring(slides.figure_bytes(figure, "svg"))
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert (root.get("width"), root.get("height")) == ("960pt", "540pt")  # 13.333 × 7.5 in
+    assert [float(v) for v in root.get("viewBox").split()] == [0, 0, 960, 540]
+    assert b"Date" not in ET.tostring(root)  # no creation date: same run, same file
+
+
+def test_pdf_page_is_a_16_by_9_slide(figure):
+    data = slides.figure_bytes(figure, "pdf")
+    assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF")
+    boxes = re.findall(rb"/MediaBox\s*\[\s*([\d.\s]+)\]", data)
+    assert [[float(v) for v in box.split()] for box in boxes] == [[0, 0, 960, 540]]
+
+
+def test_unknown_format_is_refused(figure):
+    with pytest.raises(ValueError, match="format must be one of png, svg, pdf"):
+        slides.figure_bytes(figure, "gif")
+
+
+def test_curves_drawn_are_the_runs(figure, frames, ghost):
+    ax = figure.slide_axes
+    t = np.array([f.t for f in frames])
+    kl = np.array([f.diagnostics["kl"] for f in frames])
+    bound = np.array([f.diagnostics["kl_bound"] for f in frames])
+    h = np.array([f.diagnostics["hamiltonian"] for f in frames])
+    lines = ax["kl"].get_lines()
+    np.testing.assert_array_equal(lines[0].get_xdata(), t)
+    np.testing.assert_array_equal(lines[0].get_ydata(), np.maximum(kl, LOG_FLOOR))
+    np.testing.assert_array_equal(lines[1].get_ydata(), np.maximum(bound, LOG_FLOOR))
+    assert ax["kl"].get_yscale() == "log"
+    np.testing.assert_array_equal(lines[2].get_ydata(),
+                                  np.maximum(ghost.curves["kl"], LOG_FLOOR))
+    energy = ax["energy"].get_lines()
+    np.testing.assert_allclose(energy[0].get_ydata(), h - h[0], rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(energy[-1].get_xdata(), ghost.times)
+    # the legends name the settings in which the pinned run differs: β = 1 vs β = 4
+    labels = [t.get_text() for t in ax["kl"].get_legend().get_texts()]
+    assert labels[0].endswith("β = 1") and labels[2] == "pinned — β = 4"
+
+
+def test_maps_and_tokens_drawn_are_the_last_frames(figure, frames):
+    ax = figure.slide_axes
+    np.testing.assert_array_equal(ax["A"].images[0].get_array(), frames[-1].attention)
+    np.testing.assert_array_equal(ax["A*"].images[0].get_array(), frames[-1].softmax)
+    X0, X = frames[0].features, frames[-1].features
+    mean = X0.mean(axis=0)
+    _, _, vt = np.linalg.svd(X0 - mean)
+    ends = ax["tokens"].collections[-1].get_offsets()  # this run's final positions
+    # the principal axes are defined up to sign: compare the absolute coordinates
+    np.testing.assert_allclose(np.abs(ends), np.abs((X - mean) @ vt[:2].T), atol=1e-12)
+
+
+def test_linear_kl_axis_draws_the_raw_kl(frames):
+    run = slides.SlideRun.from_frames(SETTINGS, frames)
+    fig = slides.slide_figure(run, log_kl=False, color_scale="logarithmic")
+    kl = np.array([f.diagnostics["kl"] for f in frames])
+    np.testing.assert_array_equal(fig.slide_axes["kl"].get_lines()[0].get_ydata(), kl)
+    assert fig.slide_axes["kl"].get_yscale() == "linear"
+    with pytest.raises(ValueError, match="color_scale must be one of"):
+        slides.slide_figure(run, color_scale="rainbow")
+
+
+def test_caption_is_plain_text():
+    text = slides.plain_caption("**β quench** — see [the Theory page](#protocol-work)  \n*Q*")
+    assert text == "β quench — see the Theory page Q"
+
+
+@pytest.mark.slow
+def test_dashboard_slide_is_its_view():
+    d = small_dashboard()
+    play(d, 6)
+    d.timeseries.log_kl = False
+    fig = slides.dashboard_slide(d)
+    kl = [f.diagnostics["kl"] for f in d.history]
+    np.testing.assert_array_equal(fig.slide_axes["kl"].get_lines()[0].get_ydata(), kl)
+    (button,) = [b for b in d.slide_downloads if b.label == "Slide PNG"]
+    data = button.callback().getvalue()
+    assert imread(io.BytesIO(data), format="png").shape[:2] == (1080, 1920)
+    assert button.filename.startswith("slide_canonical_t") and button.filename.endswith(".png")
+
+
+@pytest.mark.slow
+def test_tour_figures_writes_one_slide_per_step(tmp_path):
+    steps = [{"title": "Relaxation: slope −2λ", "settings": {"n_tokens": 4, "dim": 2},
+              "t_end": 0.3, "text": "The KL decays."},
+             {"settings": {"model": "canonical", "beta": 4.0, "n_tokens": 4, "dim": 2},
+              "t_end": 0.2}]
+    paths = slides.tour_figures(steps, tmp_path / "tour", formats=("png",))
+    assert [p.name for p in paths] == ["01_Relaxation_slope_2.png", "02_canonical.png"]
+    for p in paths:
+        assert imread(p).shape[:2] == (1080, 1920)
+
+
+@pytest.mark.parametrize("step, message", [
+    ({"settings": {"beta": -1.0}, "t_end": 1.0}, "(?s)tour step 1: invalid settings:.*beta"),
+    ({"settings": {}, "t_end": 0.0}, "tour step 1: t_end must be a positive"),
+    ({"settings": {}}, "tour step 1: t_end must be a positive"),
+    ("relax", "tour step 1: expected a mapping"),
+])
+def test_bad_tour_step_is_refused_naming_it(tmp_path, step, message):
+    with pytest.raises(ValueError, match=message):
+        slides.tour_figures([step], tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("model, lines, note", [
+    ("transformer", 0, "Σᵢ KL(Aᵢ‖A*ᵢ): ≡ 0 for this model"),
+    ("value_matching", 1, "tracking bound Σ Bᵢ²/8: n/a for this model"),
+])
+def test_curves_a_model_lacks_are_said_not_drawn(model, lines, note):
+    settings = Settings(model=model, n_tokens=4, dim=2)
+    frames, _ = slides.run_frames(settings, 0.1)
+    fig = slides.slide_figure(slides.SlideRun.from_frames(settings, frames))
+    ax = fig.slide_axes["kl"]
+    assert len(ax.get_lines()) == lines
+    assert note in ax.texts[0].get_text()
+
+
+@pytest.mark.slow
+def test_comparison_mode_slide_draws_the_distance():
+    d = small_dashboard()
+    d.compare = True
+    play(d, 6)
+    fig = slides.dashboard_slide(d)
+    (line,) = fig.slide_axes["distance"].get_lines()
+    reference = d.reference  # the reduced model's run beside, at the same times
+    assert reference.t == pytest.approx(d.sim.t)
+    np.testing.assert_array_equal(line.get_xdata(), [f.t for f in d.history])
+    assert line.get_ydata()[-1] == pytest.approx(
+        np.linalg.norm(d.history[-1].features - reference.frame().features), rel=1e-12)
+    assert imread(io.BytesIO(slides.figure_bytes(fig, "png"))).shape[:2] == (1080, 1920)
+
+
+def test_mid_run_change_is_marked_on_the_time_plots():
+    d = small_dashboard()
+    play(d, 4)
+    d.settings.beta = 4.0  # a continued run: a change at the current time
+    play(d, 4)
+    (change,) = d.sim.changes
+    fig = slides.dashboard_slide(d)
+    for key in ("kl", "energy", "rate"):
+        ax = fig.slide_axes[key]
+        assert [t.get_text() for t in ax.texts if "→" in t.get_text()] == ["β 1 → 4"]
+        marker = ax.get_lines()[-1]  # the vertical line, drawn last
+        assert list(marker.get_xdata()) == [change.t, change.t]
