@@ -72,7 +72,9 @@ def plain_caption(markdown: str) -> str:
     """The text of a caption written in Markdown: no ``**``, ``*`` or link syntax."""
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown or "")
     text = re.sub(r"<[^>]+>", "", text)
-    text = text.replace("**", "").replace("*", "").replace("`", "")
+    text = text.replace("**", "").replace("`", "")
+    # *emphasis* (a star after a letter, as in A*, stays)
+    text = re.sub(r"(?<![\w*])\*(?=\S)([^*]+?)\*(?![\w*])", r"\1", text)
     return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
@@ -148,7 +150,7 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     fig.get_layout_engine().set(h_pad=0.06, w_pad=0.06, hspace=0.06, wspace=0.04)
     title = f"{s.title}  (t = {rec.times[-1]:.3g})"
     text = plain_caption(caption)
-    fig.suptitle(title if not text else f"{title}\n{_wrap(text, 150)}", fontsize=15,
+    fig.suptitle(title if not text else f"{title}\n{_wrap(text, 120)}", fontsize=15,
                  fontweight="bold" if not text else "normal")
     fig.supxlabel(_wrap(rec.line, 190), fontsize=10, color="#333")
     grid = fig.add_gridspec(2, 3)

@@ -24,13 +24,17 @@ import panel as pn
 import param
 from panel.custom import JSComponent
 
+from . import presets as presets_module
 from .guides import ANNOTATIONS
+from .inertial_lab import load_presets as load_lab_presets
 from .resources import asset
 from .server import locked
 
 #: The tour shipped with the app.
 TOUR_FILE = asset("tours", "lecture.json")
-STEP_FIELDS = ("title", "text", "preset", "tab", "lab_preset", "annotations", "claim")
+STEP_FIELDS = ("title", "text", "preset", "tab", "lab_preset", "annotations", "claim", "t_end")
+#: Time a step's slide is run to (``"t_end"`` of the step, else this).
+SLIDE_T_END = 10.0
 TABS = ("main", "lab")
 
 
@@ -75,7 +79,46 @@ def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]
                        for a in annotations if a not in ANNOTATIONS]
         if tab == "lab" and annotations:
             errors.append(f"{where}: annotations are drawn on the main tab only")
+        t_end = step.get("t_end", SLIDE_T_END)
+        if isinstance(t_end, bool) or not isinstance(t_end, int | float) or not 0 < t_end <= 1e3:
+            errors.append(f"{where}: t_end must be a time in (0, 1000], got {t_end!r}")
     return errors
+
+
+def slide_steps(tour: dict, presets: list[dict]) -> tuple[list[dict], list[str]]:
+    """The steps of ``tour`` as slides (:func:`app.slides.tour_figures`), and why the
+    others have none: a lab step (its plots are the lab's), a step with a quench (a
+    slide is one run at fixed settings)."""
+    by_name = {p.get("name"): p for p in presets if isinstance(p, dict)}
+    slides, skipped = [], []
+    for i, step in enumerate(tour["steps"], start=1):
+        preset = by_name.get(step.get("preset"))
+        if step.get("tab", "main") == "lab" or preset is None:
+            skipped.append(f"step {i} ({step['title']}): a lab step, no slide")
+        elif "quench" in preset:
+            skipped.append(f"step {i} ({step['title']}): a quench, no slide")
+        else:
+            slides.append({"title": step["title"], "text": f"{step['title']}. {step['text']}",
+                           "settings": presets_module.preset_values(preset),
+                           "t_end": step.get("t_end", SLIDE_T_END)})
+    return slides, skipped
+
+
+def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> list[Path]:
+    """Write the slides of ``tour`` (default the shipped one) into ``out_dir``: every
+    step of the main tab, run headless (about 3 s a step). Prints the steps skipped."""
+    from . import slides as slides_module  # matplotlib: loaded only to draw slides
+
+    tour = load_tour() if tour is None else tour
+    presets = presets_module.load_presets()
+    problems = validate_tour(tour, [p.get("name") for p in presets],
+                             [p["name"] for p in load_lab_presets()[0]])
+    if problems:
+        raise ValueError("the tour is not valid:\n" + "\n".join(problems))
+    steps, skipped = slide_steps(tour, presets)
+    for line in skipped:
+        print(line)
+    return slides_module.tour_figures(steps, out_dir, formats)
 
 
 class ArrowKeys(JSComponent):
@@ -183,3 +226,4 @@ class Tour(pn.viewable.Viewer):
 
     def __panel__(self):
         return self._panel
+

@@ -200,3 +200,27 @@ def test_projector_mode_keeps_four_plots_in_large_type_and_undoes_itself():
     d.projector = False
     assert {f: (f.visible, f.width, f.height) for f in d.plot_panes} == before
     assert d.sidebar.visible and d.explanation_pane.visible
+
+
+def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):
+    """Every step of the main tab gets a 1920×1080 slide (a short tour here: two steps and
+    a lab step, run to t = 1); the lab step is named as skipped; a bad tour writes nothing."""
+    import matplotlib.image
+
+    from app.__main__ import main
+
+    short = {"name": "short", "steps": [
+        {**TOUR["steps"][0], "t_end": 1.0}, {**TOUR["steps"][2], "t_end": 1.0},
+        next(s for s in TOUR["steps"] if s.get("tab") == "lab")]}
+    path = tmp_path / "tour.json"
+    path.write_text(__import__("json").dumps(short), encoding="utf-8")
+    assert main(["tour-slides", str(tmp_path / "out"), "--formats", "png",
+                 "--tour", str(path)]) == 0
+    files = sorted((tmp_path / "out").glob("*.png"))
+    assert [f.name[:3] for f in files] == ["01_", "02_"]
+    assert matplotlib.image.imread(files[0]).shape[:2] == (1080, 1920)
+    assert "a lab step, no slide" in capsys.readouterr().out
+    short["steps"][0]["preset"] = "no such preset"
+    path.write_text(__import__("json").dumps(short), encoding="utf-8")
+    assert main(["tour-slides", str(tmp_path / "bad"), "--tour", str(path)]) == 2
+    assert not (tmp_path / "bad").exists()
