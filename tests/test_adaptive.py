@@ -156,7 +156,7 @@ def test_simulate_without_rtol_is_unchanged():
 
 
 @pytest.mark.parametrize("model", ["reduced", "transformer", "cotangent_lift",
-                                   "softmax_first_order", "attention"])
+                                   "value_matching", "softmax_first_order", "attention"])
 def test_simulate_rtol_runs_every_kind_of_step(model):
     s = Settings(model=model, n_tokens=4, dim=3)
     run = simulate(s, 0.3, every=100, rtol=1e-5)
@@ -171,3 +171,14 @@ def test_bad_rtol_is_refused(bad):
         simulate(Settings(model="canonical"), 1.0, rtol=bad)
     with pytest.raises(ValueError, match="atol"):
         simulate(Settings(model="canonical"), 1.0, rtol=1e-3, atol=bad)
+
+
+def test_simulate_rtol_stops_a_diverging_run_with_the_engine_message():
+    s = Settings(model="canonical", n_tokens=6, dim=3, seed=5, confinement=0.0, beta=20.0,
+                 norm_limit=20.0, init_momentum="random", dt=0.02)
+    fixed = simulate(s, 6.0, every=10)
+    assert fixed.status == "diverged", "the test needs a diverging run"
+    run = simulate(s, 6.0, every=10, rtol=1e-5)
+    assert run.status == "diverged" and run.diverged_at is not None
+    assert "feature norm" in run.message and "exceeds 20" in run.message
+    assert run.diverged_at == pytest.approx(fixed.diverged_at, abs=0.05)
