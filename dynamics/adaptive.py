@@ -1,20 +1,28 @@
 """Accuracy on request: steps whose size an error estimate controls (``simulate(rtol=...)``).
 
-Each step of size ``H`` is taken once whole and once as two halves from the same state
-(step doubling). With a scheme of order ``p`` the two results differ by ``2^p − 1`` times
-the error of the halves (Richardson), so ``err = ‖(y_½ − y_H)/(2^p − 1)‖`` estimates the
-local error of the kept result, the halves. It is measured as ``solve_ivp`` measures its
-own: the root mean square over features, momenta and attention of
-``err / (atol + rtol · max(|y₀|, |y_½|))``. A step with ``err ≤ 1`` is kept, and the
-next size is ``H · min(5, max(0.2, 0.9 err^{−1/(p+1)}))`` (the standard controller, Hairer,
-Nørsett & Wanner I, §II.4); a rejected step is tried again smaller. Sizes are rounded
-down to powers of ``2^{1/8}`` so that consecutive steps share theirs (and the
-constants a stepper keeps for one size).
+Two kinds of step, each with its error estimate ``err``, measured as ``solve_ivp``
+measures its own: the root mean square over features, momenta and attention of
+``difference / (atol + rtol · max(|y₀|, |y₁|))``.
 
-The scheme of each step: where the model's step is symmetric and the relaxation resolved
-(:func:`~dynamics.steppers.composition.composable`) the fourth-order composition
-``suzuki4`` of it (:mod:`dynamics.steppers.composition`); otherwise the model's own
-step (of its order: 2 in Part I, stiff steps included; 4 in Part II).
+* Where the model's step ``Φ`` is symmetric and every sub-step stays on its plain branch
+  (:func:`~dynamics.steppers.composition.composable`): the fourth-order composition
+  ``Ψ_H`` (``suzuki4``, five sub-steps, :mod:`dynamics.steppers.composition`) is kept,
+  and one plain step ``Φ_H`` from the same state estimates the error (an embedded pair:
+  ``Ψ_H − Φ_H`` is the local error of ``Φ_H``, of order ``H³``, an upper estimate of
+  that of ``Ψ_H``, as RK45 controls its fifth-order result with a fourth-order estimate).
+  The runs are therefore more accurate than ``rtol`` asks (the tests measure how much).
+* Elsewhere (stiff relaxation, non-symmetric steps, Part II): step doubling of the
+  model's own step of order ``p`` — one step ``Φ_H`` and two halves, which are kept;
+  they differ by ``2^p − 1`` times the error of the halves (Richardson).
+
+A step with ``err ≤ 1`` is kept, and the next size is
+``H · min(5, max(0.2, 0.9 err^{−1/(q+1)}))`` (``q = 2`` for the embedded pair, ``p``
+otherwise; the standard controller, Hairer, Nørsett & Wanner I, §II.4; no growth right
+after a rejection); a rejected step is tried again smaller. Sizes are rounded down to
+powers of ``2^{1/8}`` so that consecutive steps share theirs (and the constants a stepper
+keeps for one size). The composition is preferred; a step longer than it may take
+(:func:`~dynamics.steppers.composition.largest_step`, about ``0.12/λ``) is taken by step
+doubling when the controller asks for one at least twice as long.
 """
 
 from __future__ import annotations
