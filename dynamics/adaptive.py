@@ -159,7 +159,11 @@ class AdaptiveStepper(Stepper):
         return False, H_base
 
     def step(self, st, carry, h):
-        span = min(h, self.t_end - st.t)
+        end = min(st.t + h, self.t_end)
+        # a prescribed path's jump ends a step (the stepper steps onto it, then jumps)
+        jumps = getattr(getattr(self.problem, "path", None), "jumps", ())
+        end = min([end, *(ts for ts in jumps if st.t < ts < end)])
+        span = end - st.t
         if not span > 0.0:
             raise ValueError(f"nothing left to step: t = {st.t!r}, t_end = {self.t_end!r}")
         smallest = SMALLEST * max(self.t_end, 1.0)
@@ -196,7 +200,7 @@ class AdaptiveStepper(Stepper):
                     if composed and wanted > self._largest:  # the base step may be cheaper
                         self._h[False] = max(self._h[False], _round_down(wanted) / 2.0)
                 self.accepted += 1
-                return (_at(y2, self.t_end) if last and span < h else y2), c2
+                return (_at(y2, end) if last else y2), c2
             self.rejected += 1
             self._after_rejection = True
             if H <= smallest:

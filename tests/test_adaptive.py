@@ -182,3 +182,14 @@ def test_simulate_rtol_stops_a_diverging_run_with_the_engine_message():
     assert run.status == "diverged" and run.diverged_at is not None
     assert "feature norm" in run.message and "exceeds 20" in run.message
     assert run.diverged_at == pytest.approx(fixed.diverged_at, abs=0.05)
+
+
+def test_simulate_rtol_steps_onto_a_jump_of_the_path():
+    """The switch path jumps at ``switch_time``: a step ends there (and the jump's work is
+    added), whatever size the controller wanted."""
+    s = Settings(model="attention", path="switch", n_tokens=4, dim=3, switch_time=1.3)
+    run = simulate(s, 3.0, every=1, rtol=1e-6)
+    assert run.status == "running" and 1.3 in run.times
+    fixed = simulate(s.copy(dt=1e-3), 3.0, every=3000)
+    assert np.max(np.abs(run.attention[-1] - fixed.attention[-1])) < 1e-6
+    assert run.diagnostics["work"][-1] == pytest.approx(fixed.diagnostics["work"][-1], abs=1e-6)

@@ -107,3 +107,10 @@ def test_bad_arguments_are_refused():
     with pytest.raises(ValueError, match="every"):
         simulate_batch([Settings()], t_end=1.0, every=0)
     assert simulate_batch([], 1.0) == []
+
+
+def test_large_runs_where_a_run_uses_blas_axpy_are_bit_identical_too():
+    runs = _varied(2, N=64, d=4)  # N² = 4096: the logit step's axpy calls BLAS
+    batch = simulate_batch(runs, t_end=0.05, every=5)
+    for s, traj in zip(runs, batch, strict=True):
+        _assert_same(traj, simulate(s, 0.05, every=5))
