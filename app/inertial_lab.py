@@ -267,6 +267,8 @@ class InertialLab(pn.viewable.Viewer):
                    legend_label=k.replace("softmax_", ""))
         legend_below(s, ncols=3, label_width=60)
         self.soft_fig = s
+        self.figures = (self.eig_fig, self.cloud_fig, self.layer_fig, self.clouds_fig,
+                        self.ham_fig, self.soft_fig)
 
     # ------------------------------------------------------------------ actions
     def _load_preset(self, event):

@@ -30,6 +30,7 @@ from bokeh.models import ColumnDataSource, Label, LabelSet, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
+from .guides import Guides
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .ranges import LOG_FLOOR, TRIM, SteppedRange
 
@@ -54,7 +55,8 @@ POTENTIAL = "Φ"
 #: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
 MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
 #: Symbols of the settings in the markers of mid-run changes.
-SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k"}
+SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k",
+           "logit_noise": "σ"}
 
 
 def change_label(values) -> str:
@@ -213,6 +215,7 @@ class TimeSeries(pn.viewable.Viewer):
             text_color="#d7301f", visible=False)
         self.fig_distance.add_layout(self._diverged_note)
         self._ref_end = None  # (t, distance) where the comparison run diverged
+        self.guides = Guides(self, ROLLOVER)  # a tour step's annotations
         self._show(self.fig_distance, False)
         self._toggle_log()
 
@@ -277,6 +280,7 @@ class TimeSeries(pn.viewable.Viewer):
         self.pending = []
         self.marker_source.data = {"t0": [], "t1": [], "text": []}
         self._changes_shown = 0
+        self.guides.clear()
         self._ref_end = None
         self._diverged_note.visible = False
         for ranges in self._ranges.values():
@@ -388,6 +392,7 @@ class TimeSeries(pn.viewable.Viewer):
         if self.pending:
             rows, self.pending = self.pending, []
             self.source.stream({k: [r[k] for r in rows] for k in COLUMNS}, rollover=ROLLOVER)
+            self.guides.rows(rows)
             self._fit_ranges()
 
     def __panel__(self):
