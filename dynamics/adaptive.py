@@ -264,6 +264,9 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
     rtol = _tolerance("rtol", rtol)
     atol = 1e-2 * rtol if atol is None else _tolerance("atol", atol)
     sim = Simulation(settings)
+    if sim.logit_noise > 0.0:
+        raise ValueError("rtol needs a deterministic run: logit_noise must be 0 with rtol "
+                         f"(got {sim.logit_noise:g}); use dt")
     stepper = AdaptiveStepper(sim.problem, sim.spec.stepper, rtol=rtol, atol=atol,
                               t_end=t_end, h0=min(settings.dt, t_end))
     sim.use_stepper(stepper, dt=t_end)  # the largest step: the controller decides

@@ -14,12 +14,13 @@ as arrays of the floats a single run computes). ``tests/test_batch.py`` checks i
 
 Which runs are stepped together: the canonical model
 (:class:`~dynamics.steppers.etd_verlet.TrackedEtdVerlet`) on its plain branch,
-``λ dt ≤ STIFF_LAMBDA_H`` (0.05). Every other run of the list — other models, stiff
-steps — is run by ``simulate`` one by one (the same results, without the
-speed-up). A batch shares ``t_end`` and ``every``; its runs must share ``n_tokens``,
-``dim`` and ``dt`` (a ``ValueError`` names what differs). A step that raises a floating
-point error for some run is taken again one run at a time by the engine (which stops the
-runs that diverge, with their usual message), and the batch continues with the others.
+``λ dt ≤ STIFF_LAMBDA_H`` (0.05), without logit noise. Every other run of the list —
+other models, stiff steps, stochastic logits — is run by ``simulate`` one by one (the
+same results, without the speed-up). A batch shares ``t_end`` and ``every``; its runs
+must share ``n_tokens``, ``dim`` and ``dt`` (a ``ValueError`` names what differs). A step
+that raises a floating point error for some run is taken again one run at a time by the
+engine (which stops the runs that diverge, with their usual message), and the batch
+continues with the others.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1) -> list[T
 
 
 def _batchable(s: Settings) -> bool:
-    return (s.model in BATCHED_MODELS
+    return (s.model in BATCHED_MODELS and s.logit_noise == 0.0
             and s.gamma / s.beta * s.dt <= STIFF_LAMBDA_H)
 
 

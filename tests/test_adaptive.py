@@ -194,3 +194,8 @@ def test_simulate_rtol_steps_onto_a_jump_of_the_path():
     fixed = simulate(s.copy(dt=1e-3), 3.0, every=3000)
     assert np.max(np.abs(run.attention[-1] - fixed.attention[-1])) < 1e-6
     assert run.diagnostics["work"][-1] == pytest.approx(fixed.diagnostics["work"][-1], abs=1e-6)
+
+
+def test_rtol_with_stochastic_logits_is_refused():
+    with pytest.raises(ValueError, match="logit_noise"):
+        simulate(Settings(model="canonical", logit_noise=0.3), 1.0, rtol=1e-4)

@@ -88,7 +88,9 @@ def test_runs_that_diverge_stop_alone_and_the_others_go_on():
 def test_other_models_and_stiff_runs_run_one_by_one_with_the_same_results():
     runs = [Settings(model="reduced", n_tokens=5, dim=3),
             Settings(model="canonical", n_tokens=5, dim=3, gamma=100.0),  # λ dt = 1: stiff
+            Settings(model="canonical", n_tokens=5, dim=3, logit_noise=0.3),
             Settings(model="canonical", n_tokens=5, dim=3)]
+    assert [_batchable(s) for s in runs] == [False, False, False, True]
     batch = simulate_batch(runs, t_end=0.2, every=4)
     for s, traj in zip(runs, batch, strict=True):
         _assert_same(traj, simulate(s, 0.2, every=4))
