@@ -3,9 +3,11 @@
 ``Ψ_h = Φ_{c_s h} ∘ … ∘ Φ_{c_1 h}`` with symmetric coefficients summing to 1 raises a
 *symmetric* (self-adjoint, ``Φ_{−h} = Φ_h^{−1}``) step of order 2 to order 4 (Yoshida's
 triple jump, Suzuki's five-stage fractal) or 6 (Yoshida's seven-stage solution A). The
-order conditions hold only for a symmetric base: composing a non-symmetric second-order
-step with these coefficients leaves it of order 2 (Hairer, Lubich & Wanner, *Geometric
-Numerical Integration*, §II.4 and §V.3).
+order-4 conditions hold only for a symmetric base (Hairer, Lubich & Wanner, *Geometric
+Numerical Integration*, §II.4 and §V.3): a non-symmetric second-order step composed with
+these coefficients gains one order only, from ``Σ c³ = 0`` (measured with ``suzuki4``:
+3.1 for the cotangent lift's Strang step, 3.0 for the Transformer flow's Heun step;
+``tests/test_adaptive.py``).
 
 Which steps of this package are symmetric (:func:`composable`):
 
@@ -22,9 +24,11 @@ Which steps of this package are symmetric (:func:`composable`):
   condition, for a path without jumps (a jump shortens a step).
 
 Not symmetric, hence never composed: value matching's step (its explicit prediction of
-the attention feedback), the cotangent lift's Strang splitting (Heun's method inside is
-not self-adjoint), the first-order Transformer flow's Heun step, and classical RK4 of
-Part II (already of order 4).
+the attention feedback; composed at γ = 0.3, κ = 0.5 it measured order 4.0 all the same,
+but its implicit feedback solve on strong or stiff steps is not symmetric either), the
+cotangent lift's Strang splitting (Heun's method inside is not self-adjoint), the
+first-order Transformer flow's Heun step, and classical RK4 of Part II (already of
+order 4).
 """
 
 from __future__ import annotations
