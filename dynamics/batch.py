@@ -135,14 +135,20 @@ class CanonicalBatch:
         self.osc = en.oscillation(self.S_dot)
         self.force = self.D = None  # the first step computes them as a run does
         self.rows = np.arange(len(self.sims))
-        self.any_mass = bool(np.any(self.mass != 1.0))
+        self._flags()
 
     def _keep(self, keep):
         """Only the rows ``keep`` (a boolean mask) go on."""
         for name in self.STACKS + (("force", "D") if self.force is not None else ()):
             setattr(self, name, getattr(self, name)[keep])
         self.rows = self.rows[keep]
+        self._flags()
+
+    def _flags(self):
+        """What the stacked operations check once per batch, not once per step."""
         self.any_mass = bool(np.any(self.mass != 1.0))
+        self.all_confined = bool(np.all(self.confinement != 0.0))
+        self.any_confined = bool(np.any(self.confinement != 0.0))
 
     # -- stacked operations, each as the single-run code performs it --------------------
     def _force(self, X, A, XM, XMt):
@@ -150,12 +156,11 @@ class CanonicalBatch:
         ``k = 0``, as a run skips it)."""
         force = A.transpose(0, 2, 1) @ XM
         force += A @ XMt
-        k = self.confinement
-        if np.all(k != 0.0):
-            force -= k[:, None, None] * X
-        elif np.any(k != 0.0):
-            nz = k != 0.0
-            force[nz] -= k[nz, None, None] * X[nz]
+        if self.all_confined:
+            force -= self.confinement[:, None, None] * X
+        elif self.any_confined:
+            nz = self.confinement != 0.0
+            force[nz] -= self.confinement[nz, None, None] * X[nz]
         return force
 
     def _rate(self, A, Z, S):
@@ -221,10 +226,13 @@ class CanonicalBatch:
         n = len(X1)
         flat = X1.reshape(n, -1)
         norm = np.sqrt(np.vecdot(flat, flat))
-        if not (np.all(np.isfinite(norm)) and np.all(np.isfinite(dissipated + self.work))):
-            raise FloatingPointError("non-finite value")
-        if np.any(norm > self.norm_limit):
-            raise FloatingPointError("feature norm over its limit")
+        # where some run would stop (a norm over its limit or not finite, a non-finite
+        # energy), the engine takes the step run by run (:meth:`_alone`)
+        over = np.subtract(norm, self.norm_limit)
+        over += 0.0 * dissipated
+        over += 0.0 * self.work
+        if not en._max_reduce(over) <= 0.0:
+            raise FloatingPointError("a run stops at this step")
         self.X, self.P, self.Z, self.A, self.S = X1, P1, Z1, A1, S1
         self.S_dot, self.Bound, self.osc = S1_dot, Bound, osc1
         self.force, self.D, self.dissipated = force1, D1, dissipated
