@@ -215,3 +215,15 @@ def test_simulate_rtol_steps_onto_a_jump_of_the_path():
 def test_rtol_with_stochastic_logits_is_refused():
     with pytest.raises(ValueError, match="logit_noise"):
         simulate(Settings(model="canonical", logit_noise=0.3), 1.0, rtol=1e-4)
+
+
+def test_command_line_rtol(capsys):
+    from dynamics.cli import main
+
+    assert main(["run", "--model", "canonical", "--t-end", "0.5", "--rtol", "1e-5",
+                 "--summary"]) == 0
+    assert '"t_final": 0.5' in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--model", "canonical", "--t-end", "0.5", "--rtol", "0"])
+    assert exit_.value.code == 2
+    assert "rtol must be in" in capsys.readouterr().err
