@@ -148,7 +148,8 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         ``atol + rtol·|y|`` (``atol`` defaults to ``rtol/100``), measured as
         ``solve_ivp`` measures its own, with a fourth-order composition of the model's
         step where that step is symmetric (:mod:`dynamics.adaptive`). Frames come every
-        ``every`` steps, at uneven times.
+        ``every`` steps, at uneven times; the trajectory's ``steps`` attribute counts the
+        steps kept and rejected.
 
     Returns
     -------
