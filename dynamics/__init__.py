@@ -7,6 +7,7 @@ Pure NumPy/SciPy; never imports Panel, Bokeh or HoloViews. The models live in
 
 from . import models
 from . import settings as _settings
+from .batch import simulate_batch
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .models import DIAGNOSTICS
 from .settings import PATHS, Settings
@@ -27,5 +28,5 @@ def __getattr__(name):
 __all__ = [
     "Change", "DIAGNOSTICS", "DIVERGED", "FAILED", "Frame", "MODELS", "NOT_APPLICABLE",
     "PART_I_MODELS", "PART_II_MODELS", "PATHS", "RUNNING", "Settings", "Simulation", "State",
-    "Trajectory", "models", "simulate",
+    "Trajectory", "models", "simulate", "simulate_batch",
 ]

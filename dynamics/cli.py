@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         group.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
     run.add_argument("--t-end", type=float, default=10.0, help="final time (default 10)")
     run.add_argument("--every", type=int, default=1, help="record every n-th step (default 1)")
+    run.add_argument("--rtol", type=float, default=None,
+                     help="steps chosen by an error estimate at this relative tolerance "
+                          "(default: fixed steps of dt)")
     run.add_argument("--out", help="output file: .csv, or .nc for NetCDF (default: CSV on stdout)")
     run.add_argument("--summary", action="store_true", help="print a JSON summary")
     return parser
@@ -70,7 +73,7 @@ def main(argv=None) -> int:
     try:
         settings = Settings(**given)
         _refuse_noise(settings, given)
-        trajectory = simulate(settings, t_end=args.t_end, every=args.every)
+        trajectory = simulate(settings, t_end=args.t_end, every=args.every, rtol=args.rtol)
     except ValueError as err:
         parser.error(str(err))
     if args.out:

@@ -17,13 +17,13 @@ from .energy import _max_reduce, row_variance
 
 
 def phi1(x):
-    """``(1 − e^{−x})/x``, stable for small ``x ≥ 0``."""
-    return 1.0 - x / 2.0 + x * x / 6.0 if x < 1e-4 else -math.expm1(-x) / x
+    """``(1 − e^{−x})/x``, stable for small ``|x|`` (a backward step has ``x < 0``)."""
+    return 1.0 - x / 2.0 + x * x / 6.0 if abs(x) < 1e-4 else -math.expm1(-x) / x
 
 
 def psi(x):
-    """``ψ(x) = 1 − (1 − e^{−x})/x`` of the exact logit step, stable for small ``x ≥ 0``."""
-    return x / 2.0 - x * x / 6.0 + x**3 / 24.0 if x < 1e-4 else 1.0 + math.expm1(-x) / x
+    """``ψ(x) = 1 − (1 − e^{−x})/x`` of the exact logit step, stable for small ``|x|``."""
+    return x / 2.0 - x * x / 6.0 + x**3 / 24.0 if abs(x) < 1e-4 else 1.0 + math.expm1(-x) / x
 
 
 def centre_rows(Z, out=None):
@@ -90,7 +90,7 @@ def logit_step(Z, S0, S1, beta, lam, h, out=None, coef=None):
 def exp_trapezoid(lam, h):
     """Weights ``(w0, w1)`` with ``∫₀ʰ e^{−λ(h−s)} q(s) ds = w0 q(0) + w1 q(h)`` for linear q."""
     x = lam * h
-    chi = 0.5 - x / 6.0 + x * x / 24.0 if x < 1e-4 else psi(x) / x
+    chi = 0.5 - x / 6.0 + x * x / 24.0 if abs(x) < 1e-4 else psi(x) / x
     return h * (phi1(x) - chi), h * chi
 
 
@@ -100,7 +100,7 @@ def exp_quadratic(lam, h):
     value as well. There the bound is ``(q − q′/λ + …)/λ``; the linear rule of
     :func:`exp_trapezoid` takes ``q′`` at the step's middle and errs by ``h q″/(2λ²)``."""
     x = lam * h
-    if x < 1e-2:  # series of the moments ∫₀¹ e^{−xτ} τ^k dτ, k = 0, 1, 2
+    if abs(x) < 1e-2:  # series of the moments ∫₀¹ e^{−xτ} τ^k dτ, k = 0, 1, 2
         m0 = 1.0 - x / 2.0 + x * x / 6.0 - x**3 / 24.0
         nu1 = 0.5 - x / 3.0 + x * x / 8.0 - x**3 / 30.0
         nu2 = 1.0 / 3.0 - x / 4.0 + x * x / 10.0 - x**3 / 36.0

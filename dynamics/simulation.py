@@ -210,6 +210,16 @@ class Simulation:
             finally:  # no state outside a call of advance has deferred work
                 self._finish()
 
+    def use_stepper(self, stepper, dt: float | None = None) -> None:
+        """Advance the current run with ``stepper`` (a :class:`~dynamics.steppers.base.Stepper`
+        on :attr:`problem`, e.g. :class:`~dynamics.adaptive.AdaptiveStepper`) instead of
+        the model's own, with steps of ``dt`` (default: the setting), until a restart or
+        a setting change that continues the run."""
+        self._finish()
+        self._stepper, self._carry = stepper, stepper.start(self._state)
+        if dt is not None:
+            self._dt = float(dt)
+
     def frame(self) -> Frame:
         """The frame of the current state, with every diagnostic of the model."""
         st = self._state

@@ -131,7 +131,7 @@ def _write_atomically(path, payload: bytes) -> None:
 
 
 def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int = 1,
-             **values) -> Trajectory:
+             rtol: float | None = None, atol: float | None = None, **values) -> Trajectory:
     """Run ``settings`` from ``t = 0`` to ``t_end``, recording every ``every`` steps.
 
     Parameters
@@ -142,6 +142,14 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         Final time (> 0); the run takes ``round(t_end / dt)`` steps.
     every : int
         Record a frame every ``every`` steps (the first and last are always kept).
+    rtol, atol : float, optional
+        With ``rtol``, step sizes follow an error estimate instead of ``dt`` (which is
+        only the first step tried): each step's local error stays within
+        ``atol + rtol·|y|`` (``atol`` defaults to ``rtol/100``), measured as
+        ``solve_ivp`` measures its own, with a fourth-order composition of the model's
+        step where that step is symmetric (:mod:`dynamics.adaptive`). Frames come every
+        ``every`` steps, at uneven times; the trajectory's ``steps`` attribute counts the
+        steps kept and rejected.
 
     Returns
     -------
@@ -154,6 +162,10 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
     if int(every) != every or every < 1:
         raise ValueError(f"every must be a positive integer, got {every!r}")
+    if rtol is not None:
+        from .adaptive import simulate_adaptive
+
+        return simulate_adaptive(settings, t_end, every, rtol, atol)
     sim = Simulation(settings)
     n_steps = max(1, int(round(t_end / settings.dt)))
     frames = [sim.frame()]

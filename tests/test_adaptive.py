@@ -1,0 +1,229 @@
+"""Accuracy on request: compositions of the symmetric steps and ``simulate(rtol=...)``.
+
+Orders are measured against ``solve_ivp`` (DOP853, rtol 1e-12) on each model's readable
+equations, as in ``test_orders.py``; ``simulate(rtol)`` is compared with the same kind of
+reference in a non-stiff and a stiff (γ/β = 1000) regime.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from helpers import fitted_order
+from test_orders import _error
+
+from dynamics import Settings, Simulation, simulate
+from dynamics.logits import exp_quadratic, exp_trapezoid, phi1, psi
+from dynamics.reference import solve_reference
+from dynamics.steppers import RK4, EtdVerlet, Heun, Strang, TrackedEtdVerlet, Verlet
+from dynamics.steppers.composition import SCHEMES, composable, compose
+
+T_END = 1.0
+#: Symmetric steps (composable): settings of a small, moving, bounded run over t = 1,
+#: λ = 0.3 (canonical, attention) so that λ|c h| stays small.
+SYMMETRIC = {
+    "canonical": {"init_momentum": "random", "init_attention": "random", "gamma": 0.3},
+    "reduced": {"init_momentum": "random"},
+    "attention": {"path": "rotation", "gamma": 0.3, "init_attention": "random"},
+}
+
+
+def _composed_run(settings, scheme, dt):
+    sim = Simulation(settings.copy(dt=dt))
+    sim.use_stepper(compose(type(sim.stepper), scheme)(sim.problem))
+    sim.advance(int(round(T_END / dt)))
+    assert sim.status == "running", sim.message
+    assert sim.t == pytest.approx(T_END, abs=1e-12)
+    return sim.state
+
+
+@pytest.mark.parametrize("scheme", ["suzuki4", "yoshida4"])
+@pytest.mark.parametrize("model", list(SYMMETRIC))
+def test_composition_raises_the_measured_order_to_four(model, scheme):
+    base = Settings(model=model, n_tokens=5, dim=3, seed=3, **SYMMETRIC[model])
+    ref, unpack = solve_reference(base, T_END, rtol=1e-12, atol=1e-14)
+    assert ref.success
+    exact = unpack(ref.y[:, -1])
+    # the triple jump's sub-steps (1.35 h, −1.70 h) leave the asymptotic range later
+    steps = [2.0**-k for k in ((2, 3, 4, 5) if scheme == "suzuki4" else (4, 5, 6))]
+    sim = Simulation(base)
+    assert composable(type(sim.stepper), sim.problem, steps[0], SCHEMES[scheme][1]) is None
+    errors = [_error(_composed_run(base, scheme, dt), exact) for dt in steps]
+    measured = fitted_order(steps, errors)
+    print(f"{model} {scheme}: errors {errors}, measured order {measured:.2f}")
+    assert measured == pytest.approx(4.0, abs=0.4)
+    # the same sub-steps uncomposed (dt = 1/32) are far less accurate
+    assert errors[-1] < 0.1 * _error(_base_state(base, steps[-1]), exact)
+
+
+def _base_state(settings, dt):
+    sim = Simulation(settings.copy(dt=dt))
+    sim.advance(int(round(T_END / dt)))
+    return sim.state
+
+
+@pytest.mark.parametrize("model", ["cotangent_lift", "transformer"])
+def test_composing_a_non_symmetric_step_gains_one_order_only(model):
+    """Why composition needs a symmetric step: Strang with Heun inside, and Heun, composed
+    with Suzuki's coefficients reach order 3 (from Σc³ = 0), not 4."""
+    values = {"init_momentum": "random", "init_attention": "random", "gamma": 0.3}
+    base = Settings(model=model, n_tokens=5, dim=3, seed=3,
+                    **(values if model == "cotangent_lift" else {}))
+    ref, unpack = solve_reference(base, T_END, rtol=1e-12, atol=1e-14)
+    exact = unpack(ref.y[:, -1])
+    steps = [2.0**-k for k in (3, 4, 5, 6)]
+    errors = [_error(_composed_run(base, "suzuki4", dt), exact) for dt in steps]
+    measured = fitted_order(steps, errors)
+    print(f"{model} suzuki4: errors {errors}, measured order {measured:.2f}")
+    assert measured == pytest.approx(3.0, abs=0.35)
+
+
+def test_sixth_order_composition_of_verlet():
+    base = Settings(model="reduced", n_tokens=5, dim=3, seed=3, **SYMMETRIC["reduced"])
+    ref, unpack = solve_reference(base, T_END, rtol=1e-13, atol=1e-15)
+    exact = unpack(ref.y[:, -1])
+    steps = [2.0**-k for k in (2, 3, 4)]
+    errors = [_error(_composed_run(base, "yoshida6", dt), exact) for dt in steps]
+    measured = fitted_order(steps, errors)
+    print(f"reduced yoshida6: errors {errors}, measured order {measured:.2f}")
+    assert measured == pytest.approx(6.0, abs=0.6)
+
+
+@pytest.mark.parametrize("model, values, stepper, why", [
+    ("value_matching", {"kappa": 0.5}, EtdVerlet, "not symmetric"),
+    ("cotangent_lift", {}, Strang, "not a symmetric step"),
+    ("transformer", {}, Heun, "not a symmetric step"),
+    ("softmax_first_order", {}, RK4, "not a symmetric step"),
+    ("canonical", {"gamma": 1000.0}, TrackedEtdVerlet, "stiff relaxation"),
+    ("attention", {"path": "switch"}, None, "jump"),
+])
+def test_composition_refused_where_the_step_is_not_symmetric(model, values, stepper, why):
+    sim = Simulation(Settings(model=model, n_tokens=4, dim=3, **values))
+    if stepper is not None:
+        assert isinstance(sim.stepper, stepper)
+    reason = composable(type(sim.stepper), sim.problem, 0.01, SCHEMES["suzuki4"][1])
+    assert reason is not None and why in reason
+
+
+def test_symmetric_steps_are_accepted_and_verlet_at_any_step():
+    sim = Simulation(Settings(model="reduced", n_tokens=4, dim=3))
+    assert isinstance(sim.stepper, Verlet)
+    assert composable(Verlet, sim.problem, 10.0, SCHEMES["yoshida4"][1]) is None
+    with pytest.raises(ValueError, match="order 2"):
+        compose(RK4)
+
+
+def test_backward_step_coefficients_are_accurate():
+    """A composition's backward sub-steps have λh < 0: the logit coefficients and the
+    bound's weights must use their exact forms there (not the series for small λh ≥ 0)."""
+    for x in (-0.3, -0.05, -1e-3, -3e-5):
+        assert phi1(x) == pytest.approx(-math.expm1(-x) / x, rel=1e-13)
+        assert psi(x) == pytest.approx(1.0 + math.expm1(-x) / x, rel=1e-9)
+        w0, w1 = exp_trapezoid(x, 1.0)  # ∫₀¹ e^{−x(1−s)} (a + b s) ds
+        assert w0 + w1 == pytest.approx(-math.expm1(-x) / x, rel=1e-12)
+        assert sum(exp_quadratic(x, 1.0)) == pytest.approx(-math.expm1(-x) / x, rel=1e-12)
+
+
+# -- simulate(rtol=...) ---------------------------------------------------------------
+REGIMES = {"non-stiff": ({"gamma": 1.0, "beta": 1.0}, "DOP853", 1e-12),
+           "stiff": ({"gamma": 1000.0, "beta": 1.0}, "Radau", 1e-11)}
+
+
+def _reference_X(settings, method, rtol, t_end):
+    sol, unpack = solve_reference(settings, t_end, method=method, rtol=rtol, atol=1e-12)
+    assert sol.success
+    return unpack(sol.y[:, -1])["X"]
+
+
+@pytest.mark.parametrize("regime", [
+    "non-stiff", pytest.param("stiff", marks=pytest.mark.slow)])  # stiff: Radau reference ~15 s
+def test_simulate_rtol_reaches_the_accuracy_asked(regime):
+    values, method, ref_rtol = REGIMES[regime]
+    s = Settings(model="canonical", n_tokens=8, dim=4, **values)
+    X_ref = _reference_X(s, method, ref_rtol, 2.0)
+    errors = {}
+    for rtol in (1e-3, 1e-4, 1e-5):
+        run = simulate(s, 2.0, every=10**6, rtol=rtol)
+        assert run.status == "running" and run.times[-1] == 2.0
+        errors[rtol] = float(np.max(np.abs(run.features[-1] - X_ref)))
+        print(regime, rtol, errors[rtol], run.steps)
+        assert errors[rtol] <= 10.0 * rtol
+    assert errors[1e-5] < errors[1e-4] < errors[1e-3]  # a tighter rtol, a smaller error
+    assert errors[1e-5] < errors[1e-3] / 3.0
+
+
+def test_simulate_rtol_records_frames_at_uneven_times_up_to_t_end():
+    s = Settings(model="canonical", n_tokens=4, dim=3)
+    run = simulate(s, 0.5, every=3, rtol=1e-4)
+    assert run.times[0] == 0.0 and run.times[-1] == 0.5
+    assert np.all(np.diff(run.times) > 0)
+    assert run.status == "running"
+    n = run.steps["accepted"]
+    assert len(run.times) == 1 + math.ceil(n / 3)
+    assert abs(run.diagnostics["energy_residual"][-1]) < 1e-3  # H(t) − H(0) + ∫D stays small
+
+
+def test_simulate_without_rtol_is_unchanged():
+    s = Settings(model="canonical", n_tokens=4, dim=3, dt=0.05)
+    run = simulate(s, 0.5, every=5)
+    sim = Simulation(s)
+    sim.advance(10)
+    assert np.array_equal(run.features[-1], sim.state.X)
+    assert np.allclose(run.times, [0.0, 0.25, 0.5], rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("model", ["reduced", "transformer", "cotangent_lift",
+                                   "value_matching", "softmax_first_order", "attention"])
+def test_simulate_rtol_runs_every_kind_of_step(model):
+    s = Settings(model=model, n_tokens=4, dim=3)
+    run = simulate(s, 0.3, every=100, rtol=1e-5)
+    assert run.status == "running" and run.times[-1] == 0.3
+    fixed = simulate(s.copy(dt=1e-3), 0.3, every=300)
+    assert np.max(np.abs(run.features[-1] - fixed.features[-1])) < 1e-4
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-3, 2.0, float("nan"), "x"])
+def test_bad_rtol_is_refused(bad):
+    with pytest.raises(ValueError, match="rtol"):
+        simulate(Settings(model="canonical"), 1.0, rtol=bad)
+    with pytest.raises(ValueError, match="atol"):
+        simulate(Settings(model="canonical"), 1.0, rtol=1e-3, atol=bad)
+
+
+def test_simulate_rtol_stops_a_diverging_run_with_the_engine_message():
+    s = Settings(model="canonical", n_tokens=6, dim=3, seed=5, confinement=0.0, beta=20.0,
+                 norm_limit=20.0, init_momentum="random", dt=0.02)
+    fixed = simulate(s, 6.0, every=10)
+    assert fixed.status == "diverged", "the test needs a diverging run"
+    run = simulate(s, 6.0, every=10, rtol=1e-5)
+    assert run.status == "diverged" and run.diverged_at is not None
+    assert "feature norm" in run.message and "exceeds 20" in run.message
+    assert run.diverged_at == pytest.approx(fixed.diverged_at, abs=0.05)
+
+
+def test_simulate_rtol_steps_onto_a_jump_of_the_path():
+    """The switch path jumps at ``switch_time``: a step ends there (and the jump's work is
+    added), whatever size the controller wanted."""
+    s = Settings(model="attention", path="switch", n_tokens=4, dim=3, switch_time=1.3)
+    run = simulate(s, 3.0, every=1, rtol=1e-6)
+    assert run.status == "running" and 1.3 in run.times
+    fixed = simulate(s.copy(dt=1e-3), 3.0, every=3000)
+    assert np.max(np.abs(run.attention[-1] - fixed.attention[-1])) < 1e-6
+    assert run.diagnostics["work"][-1] == pytest.approx(fixed.diagnostics["work"][-1], abs=1e-6)
+
+
+def test_rtol_with_stochastic_logits_is_refused():
+    with pytest.raises(ValueError, match="logit_noise"):
+        simulate(Settings(model="canonical", logit_noise=0.3), 1.0, rtol=1e-4)
+
+
+def test_command_line_rtol(capsys):
+    from dynamics.cli import main
+
+    assert main(["run", "--model", "canonical", "--t-end", "0.5", "--rtol", "1e-5",
+                 "--summary"]) == 0
+    assert '"t_final": 0.5' in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--model", "canonical", "--t-end", "0.5", "--rtol", "0"])
+    assert exit_.value.code == 2
+    assert "rtol must be in" in capsys.readouterr().err

@@ -1,0 +1,118 @@
+"""Many runs at once (``simulate_batch``): bit-identical to each run alone.
+
+Every recorded array and diagnostic of every run is compared with ``np.array_equal``
+against ``simulate`` of that run alone, at several batch sizes (1, 3, 16) and orders,
+with runs that differ in β, γ, m, k, seed, initial attention and momenta, and runs
+that diverge part-way (taken one by one for that step by their engine).
+"""
+
+import numpy as np
+import pytest
+
+from dynamics import Settings, simulate
+from dynamics.batch import CanonicalBatch, _batchable, simulate_batch
+
+
+def _assert_same(a, b):
+    assert np.array_equal(a.times, b.times)
+    assert np.array_equal(a.features, b.features)
+    assert np.array_equal(a.momenta, b.momenta)
+    assert (a.attention is None) == (b.attention is None)
+    if a.attention is not None:
+        assert np.array_equal(a.attention, b.attention)
+    assert a.diagnostics.keys() == b.diagnostics.keys()
+    for k in a.diagnostics:
+        assert np.array_equal(a.diagnostics[k], b.diagnostics[k], equal_nan=True), k
+    assert (a.status, a.message, a.diverged_at) == (b.status, b.message, b.diverged_at)
+    assert a.settings == b.settings
+
+
+def _varied(n, N=8, d=4, dt=0.01):
+    rng = np.random.default_rng(7)
+    out = []
+    for _ in range(n):
+        out.append(Settings(
+            model="canonical", n_tokens=N, dim=d, dt=dt, seed=int(rng.integers(1000)),
+            beta=float(rng.choice([1.0, 0.5, 3.0])), gamma=float(rng.uniform(0.1, 1.2)),
+            mass=float(rng.choice([1.0, 2.0])), confinement=float(rng.choice([2.0, 0.0, 5.0])),
+            init_attention=str(rng.choice(["uniform", "random", "softmax"])),
+            init_momentum=str(rng.choice(["zero", "random"]))))
+    return out
+
+
+@pytest.mark.parametrize("size", [1, 3, 16])
+def test_batch_is_bit_identical_to_runs_alone(size):
+    runs = _varied(size)
+    assert all(_batchable(s) for s in runs)  # all stepped together
+    batch = simulate_batch(runs, t_end=0.5, every=7)
+    for s, traj in zip(runs, batch, strict=True):
+        _assert_same(traj, simulate(s, 0.5, every=7))
+
+
+def test_batch_results_do_not_depend_on_the_batch_or_its_order():
+    runs = _varied(12)
+    whole = simulate_batch(runs, t_end=0.3, every=5)
+    rev = simulate_batch(runs[::-1], t_end=0.3, every=5)[::-1]
+    halves = simulate_batch(runs[:5], 0.3, 5) + simulate_batch(runs[5:], 0.3, 5)
+    for a, b, c in zip(whole, rev, halves, strict=True):
+        _assert_same(a, b)
+        _assert_same(a, c)
+
+
+def test_runs_that_diverge_stop_alone_and_the_others_go_on():
+    runs = _varied(4, N=6, d=3, dt=0.02)
+    # no confinement and a strong β: this run's features grow past norm_limit
+    runs[1] = runs[1].copy(confinement=0.0, beta=20.0, norm_limit=20.0,
+                           init_momentum="random")
+    assert all(_batchable(s) for s in runs)
+    stepped_alone = []
+    original = CanonicalBatch._alone
+
+    def spy(self):
+        stepped_alone.append(self.t)
+        return original(self)
+
+    CanonicalBatch._alone = spy
+    try:
+        batch = simulate_batch(runs, t_end=6.0, every=10)
+    finally:
+        CanonicalBatch._alone = original
+    assert len(stepped_alone) == 1  # one step one by one, the rest together
+    alone = [simulate(s, 6.0, every=10) for s in runs]
+    assert alone[1].status == "diverged", "the test needs a diverging run"
+    assert any(t.status == "running" for t in alone)
+    for a, b in zip(batch, alone, strict=True):
+        _assert_same(a, b)
+
+
+def test_other_models_and_stiff_runs_run_one_by_one_with_the_same_results():
+    runs = [Settings(model="reduced", n_tokens=5, dim=3),
+            Settings(model="canonical", n_tokens=5, dim=3, gamma=100.0),  # λ dt = 1: stiff
+            Settings(model="canonical", n_tokens=5, dim=3, logit_noise=0.3),
+            Settings(model="canonical", n_tokens=5, dim=3)]
+    assert [_batchable(s) for s in runs] == [False, False, False, True]
+    batch = simulate_batch(runs, t_end=0.2, every=4)
+    for s, traj in zip(runs, batch, strict=True):
+        _assert_same(traj, simulate(s, 0.2, every=4))
+
+
+@pytest.mark.parametrize("name, other", [("n_tokens", 5), ("dim", 3), ("dt", 0.02)])
+def test_a_batch_must_share_shapes_and_dt(name, other):
+    runs = [Settings(model="canonical"), Settings(model="canonical", **{name: other})]
+    with pytest.raises(ValueError, match=f"share {name}"):
+        simulate_batch(runs, 1.0)
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="t_end"):
+        simulate_batch([Settings()], t_end=-1.0)
+    with pytest.raises(ValueError, match="every"):
+        simulate_batch([Settings()], t_end=1.0, every=0)
+    assert simulate_batch([], 1.0) == []
+
+
+def test_large_runs_where_a_run_uses_blas_axpy_are_bit_identical_too():
+    runs = _varied(2, N=64, d=4)  # N² = 4096: the logit step's axpy calls BLAS
+    batch = simulate_batch(runs, t_end=0.05, every=5)
+    for s, traj in zip(runs, batch, strict=True):
+        _assert_same(traj, simulate(s, 0.05, every=5))
