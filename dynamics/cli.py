@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         if isinstance(p, param.Selector):
             kw["choices"] = p.objects
         group.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
+    run.add_argument("--normalise", choices=NORMALISED, default=None,
+                     help="'sphere': the first-order Transformer flow with every token kept on "
+                          "the unit sphere (the model 'sphere'); 'none': unnormalised")
     run.add_argument("--t-end", type=float, default=10.0, help="final time (default 10)")
     run.add_argument("--every", type=int, default=1, help="record every n-th step (default 1)")
     run.add_argument("--rtol", type=float, default=None,
@@ -48,6 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="output file: .csv, or .nc for NetCDF (default: CSV on stdout)")
     run.add_argument("--summary", action="store_true", help="print a JSON summary")
     return parser
+
+
+#: ``--normalise``: the model of the first-order flow for each choice.
+NORMALISED = {"none": "transformer", "sphere": "sphere"}
+
+
+def _normalised_model(model, normalise):
+    """The model asked for by ``--model`` and ``--normalise`` together (``ValueError`` for a
+    model that is not the first-order flow)."""
+    if normalise is None:
+        return model
+    if model not in (None, *NORMALISED.values()):
+        raise ValueError(f"--normalise applies to the first-order Transformer flow "
+                         f"(--model transformer), not to model {model!r}")
+    return NORMALISED[normalise]
 
 
 def _refuse_noise(settings, given) -> None:
@@ -71,6 +89,8 @@ def main(argv=None) -> int:
             parser.error(f"--out {args.out!r}: folder {folder!r} does not exist or is not writable")
     given = {k: v for k, v in vars(args).items() if k in Settings.names() and v is not None}
     try:
+        if args.normalise is not None:
+            given["model"] = _normalised_model(given.get("model"), args.normalise)
         settings = Settings(**given)
         _refuse_noise(settings, given)
         trajectory = simulate(settings, t_end=args.t_end, every=args.every, rtol=args.rtol)

@@ -256,3 +256,22 @@ def clustering_presets():
 
     return {p["name"]: p for p in presets.load_presets()
             if p["settings"].get("model") == "sphere"}
+
+
+def test_cli_normalise_sphere_is_the_sphere_model(capsys):
+    """``--model transformer --normalise sphere`` runs the flow on the sphere (unit norms),
+    ``--normalise none`` the unnormalised flow; another model is refused by name."""
+    import json
+
+    from dynamics.cli import main
+
+    args = ["run", "--n-tokens", "6", "--dim", "3", "--t-end", "0.2", "--summary"]
+    assert main([*args, "--model", "transformer", "--normalise", "sphere"]) == 0
+    on_sphere = json.loads(capsys.readouterr().out)
+    assert main([*args, "--model", "sphere"]) == 0
+    assert json.loads(capsys.readouterr().out) == on_sphere
+    assert main([*args, "--normalise", "none", "--model", "transformer"]) == 0
+    assert json.loads(capsys.readouterr().out) != on_sphere
+    with pytest.raises(SystemExit):
+        main([*args, "--model", "canonical", "--normalise", "sphere"])
+    assert "--normalise applies to the first-order Transformer flow" in capsys.readouterr().err
