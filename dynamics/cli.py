@@ -83,8 +83,9 @@ def _add_sweep_parser(sub) -> None:
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _progress_bar(results, done, total, stream=sys.stderr) -> None:
-    width = 30
+def _progress_bar(results, done, total) -> None:
+    """``sweep [#####.....] 37/256 points`` on stderr, rewritten in place."""
+    stream, width = sys.stderr, 30
     filled = int(width * done / max(total, 1))
     stream.write(f"\rsweep [{'#' * filled}{'.' * (width - filled)}] {done}/{total} points")
     if done >= total:

@@ -88,6 +88,11 @@ STATUSES = ("completed", "diverged", "failed", "error", "cancelled")
 CACHE_ENV = "ATTENTION_DYNAMICS_CACHE"
 
 
+#: ``LocalCluster`` options of an embedded cluster: no dashboard, and the scheduler's small
+#: HTTP server (health, metrics) on a free port rather than 8787.
+QUIET_CLUSTER = {"dashboard_address": None, "scheduler_kwargs": {"dashboard_address": ":0"}}
+
+
 def default_metrics(model: str) -> list[str]:
     """The metrics that mean something for ``model`` (its part of the Theory page)."""
     from . import models
@@ -529,7 +534,7 @@ class SweepRun:
 
             n = self.workers or os.cpu_count() or 1
             with LocalCluster(n_workers=n, threads_per_worker=1, processes=self.processes,
-                              dashboard_address=None) as cluster, Client(cluster) as client:
+                              **QUIET_CLUSTER) as cluster, Client(cluster) as client:
                 self._execute(client)
         result = self.dataset()
         if self.cache and not self.cancelled:
