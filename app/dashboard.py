@@ -43,7 +43,7 @@ CSS = read_asset("style.css")
 #: Memory budget of the recorded history of one session (bytes).
 HISTORY_BYTES = 20_000_000
 #: The tabs, in order (their titles).
-TABS = ("Nonequilibrium attention", "Inertial lab", "Theory")
+TABS = ("Nonequilibrium attention", "Inertial lab", "Theory", "Sweep")
 
 class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     """Live dashboard of nonequilibrium attention (the main tab), the inertial lab and
@@ -230,6 +230,20 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             return pn.pane.Alert(f"The inertial lab failed to start: {type(err).__name__}: {err}",
                                  alert_type="danger")
 
+    def _sweep_tab(self):
+        """The Sweep tab (:mod:`app.sweep_tab`); a clicked cell loads into the main tab."""
+        from .sweep_tab import SweepTab
+
+        def load(point):
+            import json
+
+            if self.apply_settings_json(json.dumps(point)) and self.tabs is not None:
+                self.tabs.active = 0
+
+        self.sweep_tab = SweepTab(settings=self.settings, on_point=server.locked(load),
+                                  model=self.settings.model)
+        return self.sweep_tab
+
     def __panel__(self):
         if self._layout is None:
             self._layout = self._build_layout()
@@ -245,7 +259,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         # session costs the server (and the page) only what it shows.
         lab = pn.Column(sizing_mode="stretch_width")
         theory = pn.Column(sizing_mode="stretch_width")
-        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory), strict=True))
+        sweep = pn.Column(sizing_mode="stretch_width")
+        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory, sweep), strict=True))
 
         def build_tab(event):
             self.set_shown(event.new == 0)  # the main run waits while it is not shown
@@ -253,6 +268,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 lab[:] = [self._inertial_lab()]
             elif event.new == TABS.index("Theory") and not len(theory):
                 theory[:] = [self._theory()]
+            elif event.new == TABS.index("Sweep") and not len(sweep):
+                sweep[:] = [self._sweep_tab()]
 
         self.tabs.param.watch(build_tab, "active")
         return pn.Column(
