@@ -83,6 +83,23 @@ def default_range(name: str) -> tuple[float, float]:
     return max(lo or 0.0, 1e-2), min(hi if hi is not None else 10.0, 10.0)
 
 
+def shown_values(z) -> tuple[np.ndarray, bool]:
+    """``z`` as drawn, and whether it is blank: a map with no finite value yet is drawn
+    transparent, with zeros (the plot computes its colour range from the values)."""
+    z = np.asarray(z, float)
+    blank = not np.isfinite(z).any()
+    return (np.zeros_like(z) if blank else z), blank
+
+
+def colour_limits(z) -> tuple[float, float]:
+    """The range of the finite values of ``z`` (``(0, 1)`` before any cell is filled)."""
+    finite = np.asarray(z, float)[np.isfinite(z)]
+    if not finite.size:
+        return 0.0, 1.0
+    lo, hi = float(finite.min()), float(finite.max())
+    return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
+
+
 def cell_edges(values, log: bool) -> np.ndarray:
     """Edges of the cells centred on ``values`` (geometric midpoints on a log axis)."""
     v = np.asarray(values, float)
@@ -276,13 +293,14 @@ class SweepTab(pn.viewable.Viewer):
 
     def _quadmesh(self, data):
         label = self.metric_shown
-        mesh = hv.QuadMesh((data["x"], data["y"], data["z"]), kdims=[self._dim("x"),
-                                                                       self._dim("y")],
+        z, blank = shown_values(data["z"])
+        mesh = hv.QuadMesh((data["x"], data["y"], z), kdims=[self._dim("x"), self._dim("y")],
                            vdims=[hv.Dimension(label, label=label)])
-        return mesh.opts(tools=["hover", "tap"], colorbar=True, cmap="viridis",
-                         logx=self.x_log, logy=self.y_log, width=520, height=440,
+        return mesh.opts(fill_alpha=0.0 if blank else 1.0, tools=["hover", "tap"],
+                         colorbar=True, cmap="viridis", logx=self.x_log, logy=self.y_log,
+                         width=520, height=440,
                          title=f"{label} (click a cell to load it into the live view)",
-                         clipping_colors={"NaN": "#dddddd"})
+                         clipping_colors={"NaN": "#dddddd"}, clim=colour_limits(data["z"]))
 
     def _second_map(self, data):
         z = data.get("second")
@@ -291,12 +309,13 @@ class SweepTab(pn.viewable.Viewer):
             x, y = np.array([0.0, 1.0]), np.array([0.0, 1.0])
         else:
             x, y = data["x"], data["y"]
+        z, blank = shown_values(z)
         mesh = hv.QuadMesh((x, y, z), kdims=[self._dim("x"), self._dim("y")],
                            vdims=["first_order_blowup_time"])
-        return mesh.opts(tools=["hover"], colorbar=True, cmap="viridis", logx=self.x_log,
-                         logy=self.y_log, width=520, height=440,
+        return mesh.opts(fill_alpha=0.0 if blank else 1.0, tools=["hover"], colorbar=True,
+                         cmap="viridis", logx=self.x_log, logy=self.y_log, width=520, height=440,
                          title="first-order T_max = min 1/(2 a v s0) (theory)",
-                         clipping_colors={"NaN": "#dddddd"})
+                         clipping_colors={"NaN": "#dddddd"}, clim=colour_limits(z))
 
     def _dim(self, axis: str) -> hv.Dimension:
         name = getattr(self, axis)

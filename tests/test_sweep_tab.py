@@ -115,3 +115,20 @@ def test_dashboard_sweep_tab_loads_a_clicked_point_into_the_live_view():
     tab.on_point({"model": "canonical", "beta": 2.5, "gamma": 0.4})
     assert d.tabs.active == 0
     assert (d.settings.model, d.settings.beta, d.settings.gamma) == ("canonical", 2.5, 0.4)
+
+
+@pytest.mark.slow
+def test_the_tab_renders_to_bokeh_after_a_run(client):
+    """The plots' options are valid Bokeh ones: the tab renders, the map with hover and
+    tap tools, the theory as contour lines over it, the colours spanning the values."""
+    from bokeh.models import HoverTool, LinearColorMapper, MultiLine, TapTool
+
+    tab, _, _ = small_tab(client)
+    tab.__panel__().get_root()  # before any result: a blank map
+    tab.start(wait=True)
+    root = tab.__panel__().get_root()
+    assert list(root.select({"type": HoverTool})) and list(root.select({"type": TapTool}))
+    assert list(root.select({"type": MultiLine}))  # the theory contours
+    z = tab.pipe.data["z"]
+    limits = [(m.low, m.high) for m in root.select({"type": LinearColorMapper})]
+    assert (np.nanmin(z), np.nanmax(z)) in limits  # the map's (the other: the hidden T_max)
