@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -61,6 +62,14 @@ def assert_same_bits(a, b):
     a, b = np.asarray(a), np.asarray(b)
     numeric = a.dtype.kind == "f" and b.dtype.kind == "f"
     assert np.array_equal(a, b, equal_nan=numeric), (a, b)
+
+
+def test_import_dynamics_does_not_import_dask_or_xarray():
+    code = ("import sys, dynamics; print(sorted({'dask', 'distributed', 'xarray'} "
+            "& set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
 
 
 # -- the grid -----------------------------------------------------------------------------
@@ -337,6 +346,11 @@ def test_scheduler_and_two_worker_processes_started_by_hand(tmp_path, monkeypatc
             run = SweepRun(BASE, grid, t_end=4.0, client=c, batch_size=1, on_batch=kill_one)
             ds = run.run()
             assert killed and run.done == 12 and np.all(ds["status"].values == "completed")
+            assert procs[1].wait(10) != 0  # w1 was killed, not closed
+            deadline = time.monotonic() + 30
+            while len(c.scheduler_info()["workers"]) > 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert [w["name"] for w in c.scheduler_info()["workers"].values()] == ["w2"]
             for (i, j), _ in grid_points({k: range(len(v)) for k, v in grid.items()})[::5]:
                 _, expected = plain(BASE, {"beta": grid["beta"][i], "gamma": grid["gamma"][j]},
                                     t_end=4.0)
