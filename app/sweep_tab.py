@@ -269,8 +269,13 @@ class SweepTab(pn.viewable.Viewer):
         self._push()
 
     def _schedule(self, fn: Callable) -> None:
+        """Run ``fn`` on the session's next tick, under its document lock and with it as
+        Panel's current document (``pn.state.execute``); at once without a server."""
         if self._doc is not None:
-            self._doc.add_next_tick_callback(fn)
+            from panel.io.state import set_curdoc
+
+            with set_curdoc(self._doc):
+                pn.state.execute(fn, schedule=True)
         else:
             fn()
 
