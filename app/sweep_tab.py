@@ -145,20 +145,15 @@ class SweepTab(pn.viewable.Viewer):
         self._doc = None
         self.values: dict[str, np.ndarray] = {}
         self.axes: tuple[list, list] = ([], [])
-        self.pipe = hv.streams.Pipe(data=self._empty())
-        self.theory_pipe = hv.streams.Pipe(data=self._empty())
-        self.map = hv.DynamicMap(self._quadmesh, streams=[self.pipe])
-        self.tap = hv.streams.Tap(source=self.map, x=None, y=None)
-        self.tap.add_subscriber(self._on_tap)
-        self.theory = hv.DynamicMap(self._theory_overlay, streams=[self.theory_pipe])
-        self.second = hv.DynamicMap(self._second_map, streams=[self.pipe])
+        self.map_pane = pn.pane.HoloViews(None)
+        self.second_pane = pn.pane.HoloViews(None, visible=False)
+        self._new_plots()
         self.progress = pn.indicators.Progress(value=0, max=1, sizing_mode="stretch_width")
         self.message = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run", color="primary")
         self.cancel_button = pn.widgets.Button(label="Cancel", disabled=True)
         self.run_button.on_click(lambda event: self.start())
         self.cancel_button.on_click(lambda event: self.cancel())
-        self.second_pane = pn.pane.HoloViews(self.second, visible=False)
         self._layout = None
 
     # -- choices --------------------------------------------------------------------
@@ -219,6 +214,7 @@ class SweepTab(pn.viewable.Viewer):
         self.progress.max, self.progress.value = run.total, 0
         self.message.object = f"running {run.total} points…"
         self.run_button.disabled, self.cancel_button.disabled = True, False
+        self._new_plots()
         self.second_pane.visible = "first_order_blowup_time" in self.values
         doc = pn.state.curdoc
         self._doc = doc if getattr(doc, "session_context", None) else None
@@ -280,9 +276,25 @@ class SweepTab(pn.viewable.Viewer):
             fn()
 
     # -- the plots ------------------------------------------------------------------
+    def _new_plots(self) -> None:
+        """Fresh streams and maps for the axes of a new sweep (the settings on the axes,
+        their spacing and the metric are fixed for the life of a map)."""
+        self.pipe = hv.streams.Pipe(data=self._empty())
+        self.theory_pipe = hv.streams.Pipe(data=None)
+        self.map = hv.DynamicMap(self._quadmesh, streams=[self.pipe])
+        self.tap = hv.streams.Tap(source=self.map, x=None, y=None)
+        self.tap.add_subscriber(self._on_tap)
+        self.theory = hv.DynamicMap(self._theory_overlay, streams=[self.theory_pipe])
+        self.second = hv.DynamicMap(self._second_map, streams=[self.pipe])
+        self.map_pane.object = self.map * self.theory
+        self.second_pane.object = self.second
+
     def _empty(self) -> dict:
-        return {"x": np.array([0.0, 1.0]), "y": np.array([0.0, 1.0]),
-                "z": np.full((1, 1), np.nan), "second": np.full((1, 1), np.nan)}
+        xs, ys = self.axes
+        x = cell_edges(xs, self.x_log) if xs else np.array([1.0, 2.0])
+        y = cell_edges(ys, self.y_log) if ys else np.array([1.0, 2.0])
+        blank = np.full((len(y) - 1, len(x) - 1), np.nan)
+        return {"x": x, "y": y, "z": blank, "second": blank}
 
     def _push(self) -> None:
         xs, ys = self.axes
@@ -301,23 +313,22 @@ class SweepTab(pn.viewable.Viewer):
         z, blank = shown_values(data["z"])
         mesh = hv.QuadMesh((data["x"], data["y"], z), kdims=[self._dim("x"), self._dim("y")],
                            vdims=[hv.Dimension(label, label=label)])
-        return mesh.opts(fill_alpha=0.0 if blank else 1.0, tools=["hover", "tap"],
+        return mesh.opts(framewise=True, fill_alpha=0.0 if blank else 1.0, tools=["hover", "tap"],
                          colorbar=True, cmap="viridis", logx=self.x_log, logy=self.y_log,
                          width=520, height=440,
                          title=f"{label} (click a cell to load it into the live view)",
                          clipping_colors={"NaN": "#dddddd"}, clim=colour_limits(data["z"]))
 
     def _second_map(self, data):
+        x, y = data["x"], data["y"]
         z = data.get("second")
         if z is None:
-            z = np.full((1, 1), np.nan)
-            x, y = np.array([0.0, 1.0]), np.array([0.0, 1.0])
-        else:
-            x, y = data["x"], data["y"]
+            z = np.full((len(y) - 1, len(x) - 1), np.nan)
         z, blank = shown_values(z)
         mesh = hv.QuadMesh((x, y, z), kdims=[self._dim("x"), self._dim("y")],
                            vdims=["first_order_blowup_time"])
-        return mesh.opts(fill_alpha=0.0 if blank else 1.0, tools=["hover"], colorbar=True,
+        return mesh.opts(framewise=True, fill_alpha=0.0 if blank else 1.0, tools=["hover"],
+                         colorbar=True,
                          cmap="viridis", logx=self.x_log, logy=self.y_log, width=520, height=440,
                          title="first-order T_max = min 1/(2 a v s0) (theory)",
                          clipping_colors={"NaN": "#dddddd"}, clim=colour_limits(z))
@@ -375,10 +386,12 @@ class SweepTab(pn.viewable.Viewer):
                 self.param, parameters=["model", "x", "x_start", "x_end", "x_log", "y",
                                         "y_start", "y_end", "y_log", "cells", "metric",
                                         "t_end"],
-                show_name=False, width=260)
-            plots = pn.Row(pn.pane.HoloViews(self.map * self.theory), self.second_pane)
+                widgets={"cells": pn.widgets.IntInput, "t_end": pn.widgets.FloatInput},
+                show_name=False, width=250)
+            plots = pn.Row(self.map_pane, self.second_pane)
             self._layout = pn.Row(
-                pn.Column(controls, pn.Row(self.run_button, self.cancel_button), width=280),
+                pn.Column(controls, pn.Row(self.run_button, self.cancel_button), width=300,
+                          margin=(0, 20, 0, 0)),
                 pn.Column(self.progress, self.message, plots, sizing_mode="stretch_width"),
                 sizing_mode="stretch_width")
         return self._layout
