@@ -25,7 +25,7 @@ import numpy as np
 import panel as pn
 import param
 
-from dynamics import Settings, SweepRun, models
+from dynamics import PATHS, Settings, SweepRun, models
 from dynamics.sweeps import METRICS, QUIET_CLUSTER, two_source_lag_amplitude
 
 #: Settings of the two-source lag formula (the oscillation path's).
@@ -115,10 +115,13 @@ def cell_edges(values, log: bool) -> np.ndarray:
 
 
 class SweepTab(pn.viewable.Viewer):
-    """Pick a model, two settings and their ranges, a metric; run; watch the map fill."""
+    """Pick a model (and path), two settings and their ranges, a metric; run; watch the
+    map fill."""
 
     model = param.Selector(default="attention", objects=list(models.names()),
                            doc="The model swept (the other settings are the live view's).")
+    path = param.Selector(default="oscillation", objects=list(PATHS),
+                          doc="The feature path of the attention-only model.")
     x = param.Selector(default="beta", objects=sweepable("attention"),
                        doc="The setting along the horizontal axis.")
     x_start = param.Number(default=0.3, doc="First value of the horizontal setting.")
@@ -148,7 +151,7 @@ class SweepTab(pn.viewable.Viewer):
         self.map_pane = pn.pane.HoloViews(None)
         self.second_pane = pn.pane.HoloViews(None, visible=False)
         self._new_plots()
-        self.progress = pn.indicators.Progress(value=0, max=1, sizing_mode="stretch_width")
+        self.progress = pn.indicators.Progress(value=0, max=1, width=520)
         self.message = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run", color="primary")
         self.cancel_button = pn.widgets.Button(label="Cancel", disabled=True)
@@ -199,6 +202,8 @@ class SweepTab(pn.viewable.Viewer):
             return False
         base = self.settings.values()
         base["model"] = self.model
+        if self.model == "attention":
+            base["path"] = self.path
         try:
             grid = self.grid()
             run = SweepRun(Settings(**base), grid, self.t_end, self.metrics(),
@@ -340,14 +345,14 @@ class SweepTab(pn.viewable.Viewer):
     def _theory_data(self):
         """The two-source lag amplitude on a fine grid of the axes, or None."""
         if not (self.run is not None and self.metric_shown == "lag_amplitude"
-                and self.model == "attention" and self.settings.path == "oscillation"
+                and self.model == "attention" and self.run.base["path"] == "oscillation"
                 and {self.x, self.y} <= set(LAG_SETTINGS)):
             return None
         xs, ys = self.axes
         fx = (np.geomspace if self.x_log else np.linspace)(xs[0], xs[-1], THEORY_CELLS)
         fy = (np.geomspace if self.y_log else np.linspace)(ys[0], ys[-1], THEORY_CELLS)
         X, Y = np.meshgrid(fx, fy)
-        values = {k: getattr(self.settings, k) for k in LAG_SETTINGS}
+        values = {k: self.run.base[k] for k in LAG_SETTINGS}
         values[self.x], values[self.y] = X, Y
         return {"x": fx, "y": fy, "z": two_source_lag_amplitude(
             values["beta"], values["gamma"], values["omega"], values["amplitude"])}
@@ -377,13 +382,16 @@ class SweepTab(pn.viewable.Viewer):
         i, j = np.searchsorted(ex, x) - 1, np.searchsorted(ey, y) - 1
         if not (0 <= i < len(xs) and 0 <= j < len(ys)):
             return None
-        return {"model": self.model, self.x: xs[i], self.y: ys[j]}
+        point = {"model": self.model, self.x: xs[i], self.y: ys[j]}
+        if self.model == "attention":
+            point["path"] = self.run.base["path"]
+        return point
 
     # -- layout ---------------------------------------------------------------------
     def __panel__(self):
         if self._layout is None:
             controls = pn.Param(
-                self.param, parameters=["model", "x", "x_start", "x_end", "x_log", "y",
+                self.param, parameters=["model", "path", "x", "x_start", "x_end", "x_log", "y",
                                         "y_start", "y_end", "y_log", "cells", "metric",
                                         "t_end"],
                 widgets={"cells": pn.widgets.IntInput, "t_end": pn.widgets.FloatInput},

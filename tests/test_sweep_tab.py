@@ -42,7 +42,8 @@ def test_cells_fill_with_the_sweeps_values_and_a_click_loads_the_point(client):
     np.testing.assert_allclose(tab.pipe.data["x"][1:-1] ** 2,
                                np.array(tab.axes[0][:-1]) * np.array(tab.axes[0][1:]))
     tab._on_tap(x=1.99, y=0.21)  # inside the last beta cell, the first gamma cell
-    assert loaded == [{"model": "attention", "beta": 2.0, "gamma": pytest.approx(0.2)}]
+    assert loaded == [{"model": "attention", "path": "oscillation", "beta": 2.0,
+                       "gamma": pytest.approx(0.2)}]
     tab._on_tap(x=100.0, y=1.0)  # outside the map: nothing
     assert len(loaded) == 1
 
@@ -58,6 +59,9 @@ def test_theory_contours_of_the_two_source_lag(client):
     tab.metric = "kl_mean"
     tab.start(wait=True)
     assert tab.theory_pipe.data is None  # no theory for this metric
+    tab.param.update(metric="lag_amplitude", path="rotation")
+    tab.start(wait=True)
+    assert tab.run.base["path"] == "rotation" and tab.theory_pipe.data is None  # nor path
 
 
 def test_blowup_map_shows_first_order_t_max_beside(client):
