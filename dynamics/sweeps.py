@@ -642,7 +642,9 @@ def sweep(settings: Settings | Mapping | None = None, grid: Mapping | None = Non
         Names from :data:`METRICS` (default: those of the model's part).
     client : distributed.Client, optional
         Run on an existing cluster; by default on an embedded ``LocalCluster`` sized to
-        the machine.
+        the machine, whose worker processes are spawned: a script calling ``sweep``
+        without a client needs the ``if __name__ == "__main__":`` guard, as any script
+        using ``multiprocessing``.
     **options
         ``every``, ``batch_size``, ``workers``, ``processes``, ``on_batch``, ``cache``
         (:class:`SweepRun`).
