@@ -64,6 +64,15 @@ def sweepable(model: str) -> list[str]:
     return [n for n in names if n not in ("norm_limit",)]
 
 
+def reads_path(model: str) -> bool:
+    """``model`` moves its features along a prescribed path (the attention-only model)."""
+    return "path" in models.get(model).reads()
+
+
+#: The first model on a prescribed path: the tab's default (the lag theory is its).
+PATH_MODEL = next(name for name in models.names() if reads_path(name))
+
+
 def axis_values(start: float, end: float, n: int, log: bool) -> list[float]:
     """``n`` values from ``start`` to ``end``, evenly spaced (in ``log`` if asked)."""
     if log:
@@ -118,16 +127,16 @@ class SweepTab(pn.viewable.Viewer):
     """Pick a model (and path), two settings and their ranges, a metric; run; watch the
     map fill."""
 
-    model = param.Selector(default="attention", objects=list(models.names()),
+    model = param.Selector(default=PATH_MODEL, objects=list(models.names()),
                            doc="The model swept (the other settings are the live view's).")
     path = param.Selector(default="oscillation", objects=list(PATHS),
                           doc="The feature path of the attention-only model.")
-    x = param.Selector(default="beta", objects=sweepable("attention"),
+    x = param.Selector(default="beta", objects=sweepable(PATH_MODEL),
                        doc="The setting along the horizontal axis.")
     x_start = param.Number(default=0.3, doc="First value of the horizontal setting.")
     x_end = param.Number(default=3.0, doc="Last value of the horizontal setting.")
     x_log = param.Boolean(default=True, doc="Logarithmic spacing along the horizontal axis.")
-    y = param.Selector(default="gamma", objects=sweepable("attention"),
+    y = param.Selector(default="gamma", objects=sweepable(PATH_MODEL),
                        doc="The setting along the vertical axis.")
     y_start = param.Number(default=0.1, doc="First value of the vertical setting.")
     y_end = param.Number(default=10.0, doc="Last value of the vertical setting.")
@@ -202,7 +211,7 @@ class SweepTab(pn.viewable.Viewer):
             return False
         base = self.settings.values()
         base["model"] = self.model
-        if self.model == "attention":
+        if reads_path(self.model):
             base["path"] = self.path
         try:
             grid = self.grid()
@@ -345,7 +354,7 @@ class SweepTab(pn.viewable.Viewer):
     def _theory_data(self):
         """The two-source lag amplitude on a fine grid of the axes, or None."""
         if not (self.run is not None and self.metric_shown == "lag_amplitude"
-                and self.model == "attention" and self.run.base["path"] == "oscillation"
+                and reads_path(self.model) and self.run.base["path"] == "oscillation"
                 and {self.x, self.y} <= set(LAG_SETTINGS)):
             return None
         xs, ys = self.axes
@@ -383,7 +392,7 @@ class SweepTab(pn.viewable.Viewer):
         if not (0 <= i < len(xs) and 0 <= j < len(ys)):
             return None
         point = {"model": self.model, self.x: xs[i], self.y: ys[j]}
-        if self.model == "attention":
+        if reads_path(self.model):
             point["path"] = self.run.base["path"]
         return point
 
