@@ -372,3 +372,41 @@ def test_scheduler_and_two_worker_processes_started_by_hand(tmp_path, monkeypatc
     finally:
         for proc in reversed(procs):
             _stop(proc)
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_a_cli_sweep_and_leaves_no_worker(tmp_path):
+    """SIGINT during ``python -m dynamics sweep`` on its embedded cluster of worker
+    processes: exit status 130, no output file, the worker processes gone."""
+    import signal
+
+    import psutil
+
+    out = tmp_path / "never.nc"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dynamics", "sweep", "--model", "canonical", "--grid",
+         "beta=0.1:10:log:8", "--grid", "gamma=0.1:10:log:8", "--t-end", "5", "--out",
+         str(out), "--workers", "2", "--batch-size", "1", "--no-cache"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        children = []
+        while time.monotonic() < deadline:  # until the workers run
+            children = psutil.Process(proc.pid).children(recursive=True)
+            if len(children) >= 2 and proc.poll() is None:
+                time.sleep(3)
+                break
+            time.sleep(0.2)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 2
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and "sweep cancelled" in err
+    assert not out.exists()
+    gone, alive = psutil.wait_procs(children, timeout=20)
+    assert alive == []
