@@ -22,7 +22,7 @@ from .server import locked
 #: Display order of the main tab's settings (a setting a Part I model reads and not
 #: listed here is shown after them, in the order of ``Settings``).
 ORDER = (
-    "model", "beta", "gamma", "n_tokens", "dim", "mass", "kappa", "confinement",
+    "model", "beta", "gamma", "logit_noise", "n_tokens", "dim", "mass", "kappa", "confinement",
     "path", "omega", "amplitude", "switch_time", "settle_rate",
     "init_attention", "init_momentum", "dt", "seed",
 )

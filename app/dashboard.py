@@ -20,15 +20,19 @@ from dynamics import RUNNING, Settings, Simulation
 from dynamics.models.part_one import confinement_notice
 
 from . import export, katex, layout, server
+from .clustering import Clustering
 from .controls import Controls, checkbox
 from .explain import Explanation
 from .heatmaps import Heatmaps
+from .inertial_lab import load_presets as load_lab_presets
 from .models import COMPARISON_MODEL, not_applicable
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
+from .projector import Projector
 from .resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
 from .theory import Theory, TheoryLinks
 from .timeseries import TimeSeries
+from .tour import Tour
 from .trajectories import Trajectories
 
 # The server plumbing lives in app.server and the playback in app.playback; these names
@@ -43,7 +47,7 @@ CSS = read_asset("style.css")
 #: Memory budget of the recorded history of one session (bytes).
 HISTORY_BYTES = 20_000_000
 #: The tabs, in order (their titles).
-TABS = ("Nonequilibrium attention", "Inertial lab", "Theory", "Sweep")
+TABS = ("Nonequilibrium attention", "Inertial lab", "Theory", "Noise ensemble", "Sweep")
 
 class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     """Live dashboard of nonequilibrium attention (the main tab), the inertial lab and
@@ -53,10 +57,19 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     compare = param.Boolean(
         default=False,
         doc="Run the reduced (softmax-slaved) model beside the selected one (restarts the run).")
+    tour_step = param.Integer(
+        default=0, bounds=(0, 99),
+        doc="Step of the guided tour shown (1, 2, …; 0: no tour).")
+    projector = param.Boolean(
+        default=False,
+        doc="Projector mode: large type, four plots, fits 1280×720 without scrolling.")
 
     _ready = False  # True once every panel exists (watchers wait for it)
     _batch = False  # settings are being changed together: restart once, at the end
     _run_error = False  # the notice shows an error of the run (cleared by Reset)
+    _layout = None  # the page, built when first shown
+    ensemble = None  # the noise ensemble view, built when its tab is first opened
+    sweep_tab = None  # the Sweep tab, built when first opened
 
     def __init__(self, query=None, **params):
         if params.get("settings") is None:
@@ -77,6 +90,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.heatmaps = Heatmaps(self.settings.n_tokens)
         self.timeseries = TimeSeries()
         self.trajectories = Trajectories()
+        self.clustering = Clustering()
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])
         self.controls = Controls(self)
         self.status = pn.pane.Markdown("", styles=dict(STATUS_STYLE), sizing_mode="stretch_width",
@@ -91,7 +105,12 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.downloads = export.download_buttons(self)
         self.links = TheoryLinks(on_link=server.locked(self.show_theory))
         self.theory = None  # built when first shown
+        self.lab = None  # built when first shown
         self.tabs = None
+        self.tour = Tour(self)
+        self.tour.validate([p.get("name") for p in self._presets if isinstance(p, dict)],
+                           [p["name"] for p in load_lab_presets()[0]])
+        self.projector_mode = Projector(self)
         self.settings.param.watch(self._on_setting, Settings.names())
         self.settings.param.watch(self._sync_url, Settings.names())
         if self.compare:
@@ -109,6 +128,32 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._sync_url()
 
     # -- settings and the run ----------------------------------------------------
+    # -- the guided tour and projector mode ------------------------------------------
+    @param.depends("tour_step", watch=True)
+    def _show_tour_step(self):
+        if self._layout is None:
+            return  # shown when the layout is built
+        if not self.tour.show(self.tour_step):
+            self.notice = (f"the tour has no step {self.tour_step} "
+                           f"(it has {len(self.tour.steps)})")
+            self._show_notice()
+
+    @param.depends("projector", watch=True)
+    def _toggle_projector(self):
+        if self._layout is not None:
+            self.projector_mode.apply(self.projector)
+
+    def show_main(self) -> None:
+        """Open the main tab."""
+        if self.tabs is not None:
+            self.tabs.active = 0
+
+    def show_lab(self):
+        """Open the inertial lab (built on first show); the lab, or None if it failed."""
+        if self.tabs is not None:
+            self.tabs.active = TABS.index("Inertial lab")
+        return self.lab
+
     def _on_setting(self, *events):
         """A setting changed: the simulation decides whether that restarts the run
         (:meth:`dynamics.Simulation.sync`); a restart resets the plots, a continued run
@@ -118,6 +163,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             return
         if not self._from_preset and any(e.name == "model" for e in events):
             self._forget_preset()  # its caption and quench describe another model
+        if any(e.name in ("beta", "gamma") for e in events):
+            self.timeseries.guides.retune(self.settings.gamma / self.settings.beta, self.sim.t)
         self._show_confinement()
         if self._batch:
             return
@@ -180,6 +227,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         with pn.io.hold():
             self.timeseries.set_model(self.settings.model)
             self.heatmaps.set_model(self.settings.model)
+            self.clustering.set_model(self.settings.model)
             self.timeseries.clear()
             self.trajectories.clear()
             self._show(self.sim.frame(),
@@ -225,7 +273,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 "### Inertial attention lab\nThe inertial (momentum) attention lab "
                 "is not installed (`app/inertial_lab.py`).")
         try:
-            return InertialLab()
+            self.lab = InertialLab()
+            return self.lab
         except Exception as err:  # the main tab keeps working whatever the lab does
             return pn.pane.Alert(f"The inertial lab failed to start: {type(err).__name__}: {err}",
                                  alert_type="danger")
@@ -246,37 +295,61 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
 
     def __panel__(self):
         if self._layout is None:
-            self._layout = self._build_layout()
+            self._build_layout()
         return self._layout
 
     def _build_layout(self):
         view = (checkbox(self.timeseries, "log_kl", "Logarithmic KL axis"),
                 pn.widgets.Select.from_param(self.heatmaps.param.color_scale,
                                              label="Colour scale of A and A*",
-                                             sizing_mode="stretch_width"))
+                                             sizing_mode="stretch_width"),
+                self.clustering.rescaled_toggle)
         part_one = layout.main_tab(self, (self.controls, *view, self.downloads))
+        tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
+                                        disabled=not self.tour.steps)
+        tour_button.on_click(server.locked(lambda event: self.param.update(
+            tour_step=self.tour_step or 1)))
+        projector = pn.widgets.Toggle.from_param(self.param.projector, label="Projector mode",
+                                                 width=140, margin=(4, 10))
         # The lab and the Theory page are built when their tab is first opened: a
         # session costs the server (and the page) only what it shows.
         lab = pn.Column(sizing_mode="stretch_width")
         theory = pn.Column(sizing_mode="stretch_width")
+        ensemble = pn.Column(sizing_mode="stretch_width")
         sweep = pn.Column(sizing_mode="stretch_width")
-        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory, sweep), strict=True))
+        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory, ensemble, sweep), strict=True))
 
         def build_tab(event):
             self.set_shown(event.new == 0)  # the main run waits while it is not shown
             if event.new == TABS.index("Inertial lab") and not len(lab):
                 lab[:] = [self._inertial_lab()]
+                if self.projector:  # its plots get the projector's type too
+                    self.projector_mode.apply(False)
+                    self.projector_mode.apply(True)
             elif event.new == TABS.index("Theory") and not len(theory):
                 theory[:] = [self._theory()]
+            elif event.new == TABS.index("Noise ensemble") and not len(ensemble):
+                from .ensemble import EnsembleView
+                self.ensemble = EnsembleView(settings=self.settings)
+                ensemble[:] = [self.ensemble]
             elif event.new == TABS.index("Sweep") and not len(sweep):
                 sweep[:] = [self._sweep_tab()]
 
         self.tabs.param.watch(build_tab, "active")
-        return pn.Column(
-            pn.pane.Markdown(
-                "## Nonequilibrium attention: Fisher–Rao relaxation and Hamiltonian tokens",
-                margin=(0, 10)),
+        self.title = pn.pane.Markdown(
+            "## Nonequilibrium attention: Fisher–Rao relaxation and Hamiltonian tokens",
+            margin=(0, 10))
+        page = pn.Column(
+            pn.Row(self.title, pn.HSpacer(), tour_button, projector,
+                   sizing_mode="stretch_width"),
             self.links,
+            self.tour,
             self.tabs,
             sizing_mode="stretch_width",
         )
+        self._layout = page
+        if self.tour_step:
+            self._show_tour_step()
+        if self.projector:
+            self.projector_mode.apply(True)
+        return page

@@ -34,6 +34,7 @@ from . import katex
 from .explain import models_text
 from .resources import asset, read_asset
 from .server import locked
+from .timeseries import legend_below
 
 #: The presets of the lab (``assets/presets/inertial.json``, see :mod:`app.resources`).
 PRESETS_PATH = asset("presets", "inertial.json")
@@ -208,7 +209,7 @@ class InertialLab(pn.viewable.Viewer):
                      legend_label="first order")
         f.multi_line("xs", "ys", source=self.eig_acc, line_color=COLORS[1], line_width=2,
                      line_dash="dashed", legend_label="accelerated")
-        f.legend.location = "top_left"
+        legend_below(f, ncols=2, label_width=60)
         self.tmax_marker = _vspan(f, "T_max", row=0, color=COLORS[0])
         self.tacc_marker = _vspan(f, "blow-up", row=1, color=COLORS[1])
         self.eig_fig = f
@@ -220,16 +221,17 @@ class InertialLab(pn.viewable.Viewer):
         g.scatter("x", "y", source=self.cloud0, size=7, color="gray", legend_label="t = 0")
         g.scatter("x", "y", source=self.cloud1, size=7, color=COLORS[1],
                   legend_label="first order, later time")
+        legend_below(g, ncols=2, label_width=60)
         self.cloud_fig = g
 
-        c = figure(title="λ_max(S(t)) of particle flows, three clouds with the same S(0)",
+        c = figure(title="λ_max(S(t)): three clouds with the same S(0)",
                    x_axis_label="time t", y_axis_label="λ_max(S)",
                    y_range=Range1d(0.1, 10.0), **opts_log)
         self.clouds_cmp = {k: ColumnDataSource({"t": [], "s": []}) for k in CLOUDS}
         for i, k in enumerate(CLOUDS):
             c.line("t", "s", source=self.clouds_cmp[k], color=COLORS[i], line_width=2,
                    line_dash=["solid", "dashed", "dotted"][i], legend_label=k)
-        c.legend.location = "top_left"
+        legend_below(c, ncols=3, label_width=60)
         self.clouds_fig = c
 
         lay = figure(title="Layer-by-layer second moment (accelerated, P(0) = 0)",
@@ -243,7 +245,7 @@ class InertialLab(pn.viewable.Viewer):
                     legend_label="explicit Euler")
         lay.scatter("l", "s", source=self.layer_src["kick_damp_drift"], color=COLORS[1],
                     size=5, marker="triangle", legend_label="kick-damp-drift")
-        lay.legend.location = "top_left"
+        legend_below(lay, ncols=3, label_width=100)
         self.theta_line = Span(location=1, dimension="width", line_color="gray",
                                line_dash="dotted")
         lay.add_layout(self.theta_line)
@@ -251,7 +253,7 @@ class InertialLab(pn.viewable.Viewer):
         self.actual_marker = _vspan(lay, "crossing", row=1, color=COLORS[1])
         self.layer_fig = lay
 
-        h = figure(title="Hamiltonian of the accelerated moment system",
+        h = figure(title="Hamiltonian H(S, P), accelerated",
                    x_axis_label="time t", y_axis_label="H(S, P)", **opts)
         self.ham_src = ColumnDataSource({"t": [], "H": []})
         h.line("t", "H", source=self.ham_src, line_width=2)
@@ -263,8 +265,10 @@ class InertialLab(pn.viewable.Viewer):
         for i, k in enumerate(self.soft_src):
             s.line("t", "s", source=self.soft_src[k], color=COLORS[i + 3], line_width=2,
                    legend_label=k.replace("softmax_", ""))
-        s.legend.location = "top_left"
+        legend_below(s, ncols=3, label_width=60)
         self.soft_fig = s
+        self.figures = (self.eig_fig, self.cloud_fig, self.layer_fig, self.clouds_fig,
+                        self.ham_fig, self.soft_fig)
 
     # ------------------------------------------------------------------ actions
     def _load_preset(self, event):

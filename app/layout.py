@@ -24,12 +24,15 @@ def plots(dashboard) -> pn.FlexBox:
     Returns
     -------
     panel.FlexBox
-        One ``pn.pane.Bokeh`` per figure (a hidden figure takes no room).
+        One ``pn.pane.Bokeh`` per figure (a hidden figure takes no room); they are also
+        ``dashboard.plot_panes`` (figure → pane).
     """
     ts = dashboard.timeseries
     figures = (*dashboard.heatmaps.figures, dashboard.trajectories.fig,
+               *dashboard.clustering.figures,
                ts.fig_kl, ts.fig_kl_log, ts.fig_energy, ts.fig_rate, ts.fig_distance)
-    return pn.FlexBox(*(pn.pane.Bokeh(f, margin=(4, 6)) for f in figures),
+    dashboard.plot_panes = {f: pn.pane.Bokeh(f, margin=(4, 6)) for f in figures}
+    return pn.FlexBox(*dashboard.plot_panes.values(),
                       flex_wrap="wrap", align_items="flex-start",
                       sizing_mode="stretch_width")
 
@@ -47,11 +50,13 @@ def main_tab(dashboard, sidebar_items) -> pn.Row:
     toggle = pn.widgets.Toggle(label="☰ Controls", value=True, width=110, margin=(4, 10))
     toggle.param.watch(lambda event: setattr(sidebar, "visible", event.new), "value")
     dashboard.sidebar, dashboard.sidebar_toggle = sidebar, toggle
+    explanation = pn.Column(dashboard.explanation, sizing_mode="stretch_width", max_width=900)
+    dashboard.explanation_pane = explanation
     main = pn.Column(
         pn.Row(toggle, dashboard.status, sizing_mode="stretch_width"),
         dashboard.alert, dashboard.confinement, dashboard.caption,
         plots(dashboard),
-        pn.Column(dashboard.explanation, sizing_mode="stretch_width", max_width=900),
+        explanation,
         sizing_mode="stretch_width", min_width=320,
     )
     return pn.Row(sidebar, main, sizing_mode="stretch_width")

@@ -23,7 +23,7 @@ from .controls import MAX_PASTE, shown_settings
 from .models import applies, main_model_problem, spec
 
 #: Dashboard parameters that are also synced to the URL.
-VIEW_PARAMS = ("steps_per_frame", "compare")
+VIEW_PARAMS = ("steps_per_frame", "compare", "tour_step", "projector")
 
 
 def theory_link(model: str) -> str:

@@ -26,10 +26,11 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import ColumnDataSource, Label, Range1d, Span
+from bokeh.models import ColumnDataSource, Label, LabelSet, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
+from .guides import Guides
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .ranges import LOG_FLOOR, TRIM, SteppedRange
 
@@ -54,13 +55,36 @@ POTENTIAL = "Φ"
 #: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
 MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
 #: Symbols of the settings in the markers of mid-run changes.
-SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k"}
+SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k",
+           "logit_noise": "σ"}
 
 
-def change_label(change) -> str:
-    """"β 1 → 4" for a :class:`dynamics.Change` (one part per setting changed)."""
+def change_label(values) -> str:
+    """"β 1 → 4" for the ``{name: (old, new)}`` of a change (one part per setting)."""
     return ", ".join(f"{SYMBOLS.get(k, k)} {old:g} → {new:g}"
-                     for k, (old, new) in change.values.items())
+                     for k, (old, new) in values.items())
+
+
+def coalesce(changes, gap: float) -> list[tuple[float, float, str]]:
+    """The markers of ``changes``: ``(t_first, t_last, label)`` each.
+
+    A change of the same settings as the marker before it, at most ``gap`` later, joins
+    that marker (one drag of a slider makes many small changes): its label then reads
+    from the first old value to the last new one, e.g. "β 1 → 4".
+    """
+    marks = []  # [t_first, t_last, {name: [old, new]}]
+    for change in changes:
+        last = marks[-1] if marks else None
+        if (last is not None and last[2].keys() == change.values.keys()
+                and change.t - last[1] <= gap):
+            last[1] = change.t
+            for name, (_, new) in change.values.items():
+                last[2][name][1] = new
+        else:
+            marks.append([change.t, change.t,
+                          {k: [old, new] for k, (old, new) in change.values.items()}])
+    return [(t0, t1, change_label(values))
+            for t0, t1, values in marks]
 
 
 def _finite(x) -> float:
@@ -79,7 +103,7 @@ def _figure(title, y_label, height=250, **kw):
     return p
 
 
-def _legend_below(fig, ncols: int, label_width: int = 20) -> None:
+def legend_below(fig, ncols: int, label_width: int = 20) -> None:
     """Move ``fig``'s legend below the plot, where it covers no curve.
 
     It stays on the overlay canvas with the lines: BokehJS draws a legend's glyph only
@@ -117,7 +141,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines["kl_bound" + suffix] = fig.line(
                 "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
                 line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
-            _legend_below(fig, ncols=2, label_width=120)
+            legend_below(fig, ncols=2, label_width=120)
 
         self.fig_energy = _figure("Energy balance (zero residual ⇔ dissipation law)",
                                   "energy (score units)", height=300)
@@ -132,7 +156,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines[key] = self.fig_energy.line(
                 "t", key, source=src, color=color, line_dash=dash, line_width=2,
                 legend_label=label)
-        _legend_below(self.fig_energy, ncols=2, label_width=150)
+        legend_below(self.fig_energy, ncols=2, label_width=150)
 
         self.fig_rate = _figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
                                 "D (score units / time)")
@@ -145,7 +169,7 @@ class TimeSeries(pn.viewable.Viewer):
             "distance_t", "distance", source=src, color=C[5], line_width=2,
             legend_label="‖X − X_reduced‖ (Frobenius)")
         for fig in (self.fig_rate, self.fig_distance):
-            _legend_below(fig, ncols=1)
+            legend_below(fig, ncols=1)
         self.figures = (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
                         self.fig_distance)
         self._legend_items = {
@@ -173,13 +197,25 @@ class TimeSeries(pn.viewable.Viewer):
                 x=12, y=12, x_units="screen", y_units="screen", text=ZERO_NOTE,
                 text_font_size="13pt", text_color="#555", visible=False)
             fig.add_layout(self._zero_notes[fig])
-        # mid-run setting changes: a vertical line and its label per plot
-        self.markers = []
+        # mid-run setting changes: rows of one source, a line, a band and a label each
+        self.marker_source = ColumnDataSource({"t0": [], "t1": [], "text": []})
+        self._changes_shown = 0
+        for fig in (self.fig_energy, self.fig_kl, self.fig_kl_log):
+            fig.vstrip(x0="t0", x1="t1", source=self.marker_source, fill_color="#888",
+                       fill_alpha=0.15, line_alpha=0.0, level="overlay")
+            fig.vspan(x="t0", source=self.marker_source, line_color="#666",
+                      line_dash="dashed", line_width=1.5, level="overlay")
+            # left of the line: a change is made at the right end of the plot
+            fig.add_layout(LabelSet(
+                x="t0", y=8, y_units="screen", x_offset=-4, text="text",
+                source=self.marker_source, text_align="right", text_font_size="10pt",
+                text_color="#444", level="overlay"))
         self._diverged_note = Label(
             x=12, y=12, x_units="screen", y_units="screen", text="", text_font_size="11pt",
             text_color="#d7301f", visible=False)
         self.fig_distance.add_layout(self._diverged_note)
         self._ref_end = None  # (t, distance) where the comparison run diverged
+        self.guides = Guides(self, ROLLOVER)  # a tour step's annotations
         self._show(self.fig_distance, False)
         self._toggle_log()
 
@@ -242,7 +278,9 @@ class TimeSeries(pn.viewable.Viewer):
         self.source.data = {c: [] for c in COLUMNS}
         self.e0 = self.phi0 = None
         self.pending = []
-        self.mark_changes(())
+        self.marker_source.data = {"t0": [], "t1": [], "text": []}
+        self._changes_shown = 0
+        self.guides.clear()
         self._ref_end = None
         self._diverged_note.visible = False
         for ranges in self._ranges.values():
@@ -308,26 +346,36 @@ class TimeSeries(pn.viewable.Viewer):
     def mark_changes(self, changes) -> None:
         """A vertical line labelled like "β 1 → 4" at each mid-run setting change
         (:attr:`dynamics.Simulation.changes`) on the energy and KL plots; ``()`` removes
-        them all (a new run)."""
-        shown = len(self.markers) // 3  # three plots per change
-        if len(changes) == shown:
+        them all (a new run).
+
+        The changes of one slider drag (:func:`coalesce`) make one marker: a line where
+        the drag began, a light band over the time it lasted, and one label from the
+        first value to the last. The markers are rows of one source drawn by one
+        renderer per plot, so a new change costs one small data update, not new
+        models on the page.
+        """
+        if len(changes) == self._changes_shown:
             return
-        if len(changes) < shown:
-            for fig, span, label in self.markers:
-                fig.center = [r for r in fig.center if r is not span and r is not label]
-            self.markers = []
-        for change in changes[len(self.markers) // 3:]:  # the new ones
-            text = change_label(change)
-            for fig in (self.fig_energy, self.fig_kl, self.fig_kl_log):
-                span = Span(location=change.t, dimension="height", line_color="#666",
-                            line_dash="dashed", line_width=1.5, level="overlay")
-                # left of the line: a change is made at the right end of the plot
-                label = Label(x=change.t, y=8, y_units="screen", x_offset=-4, text=text,
-                              text_align="right",
-                              text_font_size="10pt", text_color="#444", level="overlay")
-                fig.add_layout(span)
-                fig.add_layout(label)
-                self.markers.append((fig, span, label))
+        self._changes_shown = len(changes)
+        marks = coalesce(changes, self._merge_gap())
+        self.marker_source.data = {
+            "t0": [m[0] for m in marks], "t1": [m[1] for m in marks],
+            "text": [m[2] for m in marks]}
+
+    @property
+    def markers(self) -> list[tuple[float, float, str]]:
+        """The change markers shown: ``(t_first, t_last, label)`` each."""
+        d = self.marker_source.data
+        return list(zip(d["t0"], d["t1"], d["text"], strict=True))
+
+    def _merge_gap(self) -> float:
+        """Changes closer than this (in t) and of the same settings make one marker: a
+        fiftieth of the time shown, or three frames (a slider sends a value about
+        every frame while it is dragged), whichever is longer."""
+        t = self.source.data["t"]
+        if len(t) < 2:
+            return math.inf  # the changes of a run's first frame
+        return max((t[-1] - t[0]) / 50.0, 3.0 * (t[-1] - t[-2]))
 
     def update(self, frame, distance: float | None = None, flush: bool = True) -> None:
         """Append ``frame`` (and the distance to the reduced run, if comparing).
@@ -344,6 +392,7 @@ class TimeSeries(pn.viewable.Viewer):
         if self.pending:
             rows, self.pending = self.pending, []
             self.source.stream({k: [r[k] for r in rows] for k in COLUMNS}, rollover=ROLLOVER)
+            self.guides.rows(rows)
             self._fit_ranges()
 
     def __panel__(self):

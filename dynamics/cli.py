@@ -146,6 +146,18 @@ def _sweep_main(parser, args) -> int:
     return 0
 
 
+def _refuse_noise(settings, given) -> None:
+    """``--logit-noise`` above 0 for a model that does not relax attention: a
+    ``ValueError`` (it would be ignored, as the model never reads it)."""
+    from . import models
+
+    spec = models.get(settings.model)
+    if given.get("logit_noise", 0.0) > 0.0 and "logit_noise" not in spec.reads():
+        relaxing = [s.name for s in models.specs() if "logit_noise" in s.reads()]
+        raise ValueError(f"logit_noise applies only to the models that relax attention "
+                         f"({', '.join(relaxing)}); model {settings.model!r} does not")
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -158,6 +170,7 @@ def main(argv=None) -> int:
     given = {k: v for k, v in vars(args).items() if k in Settings.names() and v is not None}
     try:
         settings = Settings(**given)
+        _refuse_noise(settings, given)
         trajectory = simulate(settings, t_end=args.t_end, every=args.every)
     except ValueError as err:
         parser.error(str(err))

@@ -18,7 +18,7 @@ from .inertial.softmax import softmax_kernel
 #: Every Part I diagnostic, in the order of the trajectory table.
 PART_ONE = (
     "t", "free_energy", "potential", "hamiltonian", "kinetic_energy",
-    "dissipation_rate", "dissipated", "work", "kl", "kl_target", "kl_bound",
+    "dissipation_rate", "dissipated", "work", "noise_work", "kl", "kl_target", "kl_bound",
     "energy_residual", "entropy_mean", "min_attention", "row_sum_error",
     "feature_norm", "momentum_energy",
 )
@@ -85,6 +85,7 @@ def part_one(prob, state, energy0, *, energy, effective_scores=None, kinetic=Non
         "dissipation_rate": 0.0 if slaved else en.dissipation_rate(st.A, costs, prob.gamma),
         "dissipated": st.dissipated,
         "work": st.work,
+        "noise_work": st.noise_work,
         "kl": float(kl_rows.sum()),
         "kl_target": float(kl_rows.sum()) if log_target is log_star
         else float(en.kl_rows(log_a, log_target, st.A).sum()),

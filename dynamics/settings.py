@@ -98,6 +98,11 @@ class Settings(param.Parameterized):
         label="γ (relaxation rate)", default=1.0, bounds=(1e-3, 1e4),
         doc="Relaxation rate γ of the Fisher-Rao attention flow.",
     )
+    logit_noise = Number(
+        label="σ (logit noise)", default=0.0, bounds=(0.0, 1e2), softbounds=(0.0, 2.0),
+        doc="Noise σ on the attention logits, dZ = (γŜ − λZ)dt + σ dW (Theory: stochastic "
+            "logits); 0 = the deterministic flow. Models that relax attention only.",
+    )
     mass = Number(
         label="m (mass)", default=1.0, bounds=(1e-2, 1e2),
         doc="Token mass m in the kinetic energy ‖P‖²/(2m).",
@@ -145,6 +150,20 @@ class Settings(param.Parameterized):
     seed = Integer(
         label="Seed", default=0, bounds=(0, 2**32 - 1), softbounds=(0, 1000),
         doc="Random seed of the initial features, momenta, M and W_V.",
+    )
+    # --- tokens on the sphere (Theory: tokens on the sphere) ---------------
+    sphere_kernel = param.Selector(
+        label="Kernel (sphere)", default="softmax", objects=["softmax", "unnormalised"],
+        doc="Kernel of the flow on the sphere: softmax_j(β x_iᵀMx_j) or (1/N) e^(β x_iᵀMx_j).",
+    )
+    sphere_weights = param.Selector(
+        label="M and W_V (sphere)", default="identity", objects=["identity", "random"],
+        doc="M = W_V = I (clustering, rising energy) or drawn from the seed, on the sphere.",
+    )
+    cluster_eps = Number(
+        label="ε (cluster threshold)", default=0.01, bounds=(1e-12, 1.0),
+        softbounds=(1e-4, 0.2),
+        doc="Tokens i, j are in one cluster when ⟨x_i, x_j⟩ > 1 − ε (linked in chains).",
     )
     # --- Part II: inertial attention lab (Theory, Part II) -----------------
     damping = param.Selector(

@@ -11,6 +11,14 @@ next step; a setting that enters the model's energy (β, m, κ, k) continues fro
 current state and does *protocol work* ``E_new(state) − E_old(state)``, added to
 ``work`` so that the energy balance keeps its origin ``E(0)``; γ and the damping change
 the dynamics without work; every other setting restarts the run.
+
+It also adds the noise of stochastic logits (``logit_noise`` σ > 0, Theory page:
+stochastic logits) after each step of the scheme, for the models that read it: the logits
+get ``σ √((1 − e^{−2λh})/(2λ)) ξ`` (:mod:`dynamics.noise`), the energy jump this makes is
+added to ``work`` (and to ``noise_work``, its noise share), so the balance
+``energy_residual`` stays at integrator accuracy, and the stepper drops what its carry
+took from the old attention (:meth:`~dynamics.steppers.base.Stepper.perturbed`). The
+increments of step ``n`` depend on ``(seed, replica, n)`` only.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from . import energy as en
 from . import models as registry
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .models.part_one import confinement_notice
+from .noise import NoiseClock, noise_scale, perturb_logits, softmax_with_log
 from .settings import Settings
 from .state import State, check_initial_arrays
 from .steppers.base import DeferredOverflow, TooStiff
@@ -62,6 +71,9 @@ class Simulation:
         Initial features and momenta instead of those drawn from the seed.
     attention : array_like, shape (N, N), optional
         Initial attention, strictly positive with rows summing to 1 (Part I).
+    replica : int, optional
+        Which noise stream of the seed the run draws (stochastic logits): replicas of one
+        ensemble share the initial data and differ in their noise.
     **values
         Setting values, used when ``settings`` is not given.
 
@@ -74,7 +86,11 @@ class Simulation:
     """
 
     def __init__(self, settings: Settings | None = None, *, features=None, momenta=None,
-                 attention=None, **values):
+                 attention=None, replica: int = 0, **values):
+        if isinstance(replica, bool) or not isinstance(replica, int | np.integer) \
+                or replica < 0:
+            raise ValueError(f"replica must be a non-negative integer, got {replica!r}")
+        self.replica = int(replica)
         self.settings = settings if settings is not None else Settings(**values)
         self._given = check_initial_arrays(self.settings.values(), features, momenta,
                                            attention)
@@ -105,6 +121,18 @@ class Simulation:
     def stepper(self):
         """The scheme advancing the run (``type(sim.stepper).order`` is its order)."""
         return self._stepper
+
+    @property
+    def noise_clock(self) -> NoiseClock:
+        """Where the run's noise stands (its key and the steps taken): with the state and
+        the carry, all a continued run needs to draw what it would have drawn."""
+        return self._clock
+
+    @property
+    def logit_noise(self) -> float:
+        """σ of the current run: ``logit_noise``, or 0 for a model that does not relax
+        attention (it does not read the setting)."""
+        return self._sigma
 
     @property
     def changes(self) -> tuple:
@@ -149,6 +177,7 @@ class Simulation:
         changed = {k: (self._values[k], values[k]) for k in self.spec.reads()
                    if k not in _LOOSE and values[k] != self._values[k]}
         self._values = values
+        self._sigma = self._noise_of(values)
         if not changed:
             return None
         st = self._state
@@ -205,6 +234,8 @@ class Simulation:
         stepper = spec.stepper(problem)
         self._seen, self._values, self.spec = seen, values, spec
         self._dt, self._norm_limit = values["dt"], values["norm_limit"]
+        self._sigma = self._noise_of(values)
+        self._clock = NoiseClock.start(values["seed"], self.replica)
         self.status, self.message, self.diverged_at = RUNNING, "", None
         self._problem, self._state, self._stepper = problem, state, stepper
         self._carry = stepper.start(state)
@@ -212,17 +243,41 @@ class Simulation:
         self._changes = []
         self._energy0 = self._energy(problem, state)
 
-    def _energy(self, problem, st) -> float:
-        """The model's energy ``E`` of a state (0 where it has none)."""
+    def _noise_of(self, values) -> float:
+        """σ for this model: 0 unless it reads ``logit_noise`` (it relaxes attention)."""
+        return float(values["logit_noise"]) if "logit_noise" in self.spec.reads() else 0.0
+
+    def _perturb(self, new, carry, h):
+        """The state after the noise of one step of ``h`` on its logits, and the carry the
+        stepper continues from (the energy jump is work done by the noise)."""
+        scale = noise_scale(self._sigma, self._problem.relaxation_rate, h)
+        xi = self._clock.increment(new.Z.shape)
+        Z = perturb_logits(new.Z, scale, xi)
+        A, log_a = softmax_with_log(Z)
+        perturbed = replace(new, Z=Z, A=A)
+        jump = (self._energy(self._problem, perturbed, log_a)
+                - self._energy(self._problem, new, softmax_with_log(new.Z)[1]))
+        perturbed = replace(perturbed, work=new.work + jump,
+                            noise_work=new.noise_work + jump)
+        return self._stepper.perturbed(perturbed, carry, scale * en.oscillation(xi))
+
+    def _energy(self, problem, st, log_a=None) -> float:
+        """The model's energy ``E`` of a state (0 where it has none); ``log_a`` is
+        ``log A`` when known."""
         if self.spec.energy is None:
             return 0.0
-        log_a = en.log_rowsoftmax(st.Z) if st.Z is not None else None
+        if log_a is None and st.Z is not None:
+            log_a = en.log_rowsoftmax(st.Z)
         return self.spec.energy(problem, st, log_a)
 
     def _advance_one(self) -> None:
         st, h, stepper = self._state, self._dt, self._stepper
         try:
             new, carry = stepper.step(st, self._carry, h)
+            if new.noise_work != st.noise_work:  # (schemes build states without it)
+                new = replace(new, noise_work=st.noise_work)
+            if self._sigma > 0.0 and new.Z is not None:
+                new, carry = self._perturb(new, carry, new.t - st.t)
             norm = math.sqrt(float(np.vdot(new.X, new.X)))
             # a stepper that takes the dissipation rate at the new logits shows a
             # non-finite logit in the dissipated energy: no need to sum Z
@@ -251,6 +306,7 @@ class Simulation:
             self._diverge(new.t, f"feature norm {norm:.3g} exceeds {self._norm_limit:g}")
         else:
             self._state, self._carry = new, carry
+            self._clock = self._clock.tick()
 
     def _finish(self) -> None:
         try:

@@ -31,7 +31,11 @@ class State:
     dissipated : float
         ``∫₀ᵗ D ds``.
     work : float
-        Work done on the system: by a prescribed path, and by setting changes.
+        Work done on the system: by a prescribed path, by setting changes, and by the
+        noise on the logits.
+    noise_work : float
+        The noise's share of ``work``: the sum over steps of the energy jump its
+        increment made (Theory page: stochastic logits); 0 without noise.
     """
 
     t: float
@@ -44,6 +48,7 @@ class State:
     B: np.ndarray | None = None
     dissipated: float = 0.0
     work: float = 0.0
+    noise_work: float = 0.0
 
     def copy(self) -> State:
         """A state with copies of every array (to keep past further steps)."""

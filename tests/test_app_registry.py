@@ -105,7 +105,7 @@ def copy_model():
     spec = dataclasses.replace(
         models.get("canonical"), name="canonical_copy", title="Canonical copy",
         section="canonical_copy", settings=("gamma", "mass", "init_momentum"),
-        energy_settings=("beta", "mass"),
+        energy_settings=("beta", "mass"), continue_settings=("dt", "gamma"),
         equations=r"<p>Copied equations $\dot X = P/m$</p>", look_for="A copy runs.")
     models.register(spec)
     yield spec

@@ -33,13 +33,7 @@ CASES = {
 T_END = 1.0
 #: The models that relax attention, once more with γ = 20 (every step stiff).
 STIFF = ("attention", "canonical", "value_matching", "cotangent_lift")
-#: Known shortfall (open): value matching's stiff steps converge at about order 1.2-1.5 from
-#: uniform or random attention (features 8.9e-4 … 7.8e-5 for dt = 1/8 … 1/64, γ = 20); the
-#: strict xfail turns into a failure once they reach order 2.
-VM_STIFF = pytest.mark.xfail(strict=True, reason="value matching, stiff: order < 2 (open)")
-RUNS = [(m, "plain") for m in models.names()] + [
-    pytest.param(m, "stiff", marks=VM_STIFF) if m == "value_matching" else (m, "stiff")
-    for m in STIFF]
+RUNS = [(m, "plain") for m in models.names()] + [(m, "stiff") for m in STIFF]
 
 
 def _error(sim_state, ref):

@@ -18,11 +18,13 @@ import pytest
 from helpers import fitted_order
 from stiff_reference import (
     ATTENTION_CASES,
+    BELOW_ORDER_TWO,
     COUPLED_CASES,
     DT,
     DTS,
     LAM_H,
-    ORDER_FLOOR,
+    NOISE_FLOOR,
+    ORDER_DTS,
     RTOL,
     T_END,
     case_settings,
@@ -48,16 +50,26 @@ def check_case(model, lam_h, values):
     keys = [k for k in table[DT] if k != "A"]
     orders = {}
     for key in keys:
-        errors = [table[dt][key] for dt in DTS]
-        orders[key] = fitted_order(DTS, errors) if min(errors) > 0.0 else math.nan
+        errors = [table[dt][key] for dt in ORDER_DTS]
+        orders[key] = fitted_order(ORDER_DTS, errors) if min(errors) > 0.0 else math.nan
     label = f"{model} {values.get('path', '')} λh={lam_h:g}"
     print(f"{label}: relative errors at dt = {', '.join(map(str, DTS))}: "
           + "; ".join(f"{k} {short_values(table[dt][k] for dt in DTS)} (order {orders[k]:.2f})"
                       for k in keys) + f"; max |ΔA| at dt = {DT}: {table[DT]['A']:.1e}")
     bad = {k: table[DT][k] for k in keys if table[DT][k] > RTOL}
     assert not bad, f"{label}: relative errors above {RTOL:g} at dt = {DT}: {bad}"
-    low = {k: o for k, o in orders.items() if table[DT][k] >= ORDER_FLOOR and o < 1.8}
+    low, known = {}, {}
+    for key in keys:
+        error, order = table[DT][key], orders[key]
+        bound = BELOW_ORDER_TWO.get((model, values.get("path", ""), lam_h, key))
+        if bound is not None:
+            known[key] = (error, bound[0], order)
+        elif error >= NOISE_FLOOR and not order >= 1.8:
+            low[key] = order
     assert not low, f"{label}: measured orders below 2: {low}"
+    for key, (error, bound, order) in known.items():  # open: still there, and bounded
+        assert error <= bound, f"{label}: {key} error {error:.2e} above its bound {bound:.1e}"
+        assert not order >= 1.9, f"{label}: {key} reaches order {order:.2f}: unlist it"
 
 
 @pytest.mark.slow

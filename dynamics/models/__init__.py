@@ -18,6 +18,7 @@ from .registry import COMMON_SETTINGS, ModelSpec, get, names, on_change, registe
 #: The model modules, in the order of the Theory page (each registers its model).
 MODULES = (
     "attention", "canonical", "value_matching", "cotangent_lift", "reduced", "transformer",
+    "sphere",
     "linear", "linear_accelerated", "softmax_first_order", "softmax_inertial",
     "softmax_momentum",
 )

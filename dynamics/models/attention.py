@@ -63,8 +63,8 @@ def reference(prob, state):
 
 SPEC = register(ModelSpec(
     name="attention", part=1, title="Attention on a prescribed path", section="attention",
-    settings=("gamma", "init_attention", *part_one.PATH_SETTINGS),
-    continue_settings=("dt", "gamma"),
+    settings=("gamma", "logit_noise", "init_attention", *part_one.PATH_SETTINGS),
+    continue_settings=("dt", "gamma", "logit_noise"),
     energy_settings=("beta",),
     equations=r"""
 <p><b>Prescribed path</b> $X(t)$; attention relaxes by the Fisher–Rao flow, in logits

@@ -113,8 +113,8 @@ def _reference(prob, state):
 
 SPEC = register(ModelSpec(
     name="canonical", part=1, title="Canonical model", section="canonical",
-    settings=("gamma", "mass", "confinement", "init_attention", "init_momentum"),
-    continue_settings=("dt", "gamma"),
+    settings=("gamma", "logit_noise", "mass", "confinement", "init_attention", "init_momentum"),
+    continue_settings=("dt", "gamma", "logit_noise"),
     energy_settings=("beta", "mass", "confinement"),
     equations=r"""
 <p><b>Canonical model</b>: $H = \frac{\|P\|^2}{2m} + F(A;X) + \frac{k}{2}\|X\|^2$,

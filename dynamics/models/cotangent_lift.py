@@ -110,8 +110,8 @@ def _reference(prob, state):
 
 SPEC = register(ModelSpec(
     name="cotangent_lift", part=1, title="Cotangent lift", section="cotangent_lift",
-    settings=("gamma", "confinement", "init_attention", "init_momentum"),
-    continue_settings=("dt", "gamma"),
+    settings=("gamma", "logit_noise", "confinement", "init_attention", "init_momentum"),
+    continue_settings=("dt", "gamma", "logit_noise"),
     energy_settings=("beta", "confinement"),
     equations=r"""
 <p><b>Cotangent lift</b>: $H = \langle P, A X W_V^\top\rangle + F(A;X)$,

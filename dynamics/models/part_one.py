@@ -140,6 +140,23 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
     return prob, State(t=0.0, X=X, P=P, Z=Z, A=en.rowsoftmax(Z), S=S, S_dot=S_dot, B=B)
 
 
+def first_order_reference(velocity):
+    """The ``readable["reference"]`` of a first-order flow ``Ẋ = velocity(prob, X)``:
+    ``(prob, state) -> (rhs, y0, unpack)`` for ``solve_ivp``, ``y = X.ravel()``."""
+    def reference(prob, state):
+        N, d = state.X.shape
+
+        def rhs(_t, y):
+            return velocity(prob, y.reshape(N, d)).ravel()
+
+        def unpack(y):
+            return {"X": y.reshape(N, d)}
+
+        return rhs, state.X.ravel().copy(), unpack
+
+    return reference
+
+
 def same_state(prob, state, values):
     """After a setting change: the problem with the new β, γ, m, κ, k; the same state."""
     return prob.with_values(values), state

@@ -45,7 +45,10 @@ class ModelSpec:
         except ``dt``, ``norm_limit`` and its ``continue_settings``.
     continue_settings : tuple of str
         Settings that change mid-run without work and without a restart (default
-        ``("dt",)``; γ for the models that relax attention, the damping in Part II).
+        ``("dt",)``; γ and the logit noise σ for the models that relax attention, the
+        damping in Part II). A model that reads ``logit_noise`` gets the noise of
+        stochastic logits from the engine (its problem has ``relaxation_rate``, its
+        states logits ``Z``; its stepper honours rule 8 of the stepper contract).
         Every energy or continue setting must be one the model reads (checked by
         :func:`register`, which also refuses settings ``Settings`` does not know).
     equations : str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import diagnostics
+from .. import clustering, diagnostics
 from .. import energy as en
 from ..steppers.heun import Heun
 from . import part_one
@@ -20,6 +20,12 @@ def velocity(prob, X):
     """``Ẋ = A*(X) X W_Vᵀ``, shape (N, d)."""
     A_star = en.softmax_attention(en.scores(X, prob.M), prob.beta)
     return A_star @ (X @ prob.W_V.T)
+
+
+def rescaled_tokens(prob, X, t):
+    """``z_i = e^{−t W_V} x_i``, shape (N, d): the frame in which the flow's clusters appear
+    (Theory page: "Tokens on the sphere")."""
+    return clustering.rescaled(X, prob.W_V, t)
 
 
 def residual_layer(prob, X, h):
@@ -50,22 +56,14 @@ def _diagnostics(prob, state, energy0):
                                 not_applicable=("energy_residual",))
 
 
-def _reference(prob, state):
-    """``(rhs, y0, unpack)`` for ``solve_ivp``, ``y = X.ravel()``."""
-    N, d = state.X.shape
-
-    def rhs(_t, y):
-        return velocity(prob, y.reshape(N, d)).ravel()
-
-    def unpack(y):
-        return {"X": y.reshape(N, d)}
-
-    return rhs, state.X.ravel().copy(), unpack
+#: ``(rhs, y0, unpack)`` for ``solve_ivp``, ``y = X.ravel()``.
+_reference = part_one.first_order_reference(velocity)
 
 
 SPEC = register(ModelSpec(
     name="transformer", part=1, title="First-order Transformer flow", section="transformer",
-    settings=(), energy_settings=("beta",), continue_settings=("dt",),
+    settings=("cluster_eps",), energy_settings=("beta",),
+    continue_settings=("dt", "cluster_eps"),
     equations=r"""
 <p><b>First-order Transformer flow</b>: $$\dot X = A^*(X)\,X\,W_V^\top,$$
 whose explicit-Euler step $X_{l+1} = X_l + h\,A^*(X_l) X_l W_V^\top$ is one residual
@@ -74,5 +72,6 @@ attention layer. The energy shown is $\Phi$; the energy residual is n/a.</p>""",
     build=_build, reproblem=part_one.reslave,
     stepper=Heun, energy=_energy, diagnostics=_diagnostics,
     not_applicable=("energy_residual",), energy_symbol="Φ", identically_zero=SLAVED_ZERO,
-    readable={"reference": _reference, "velocity": velocity, "layer": residual_layer},
+    readable={"reference": _reference, "velocity": velocity, "layer": residual_layer,
+              "rescaled": rescaled_tokens},
 ))

@@ -102,8 +102,9 @@ def _reference(prob, state):
 
 SPEC = register(ModelSpec(
     name="value_matching", part=1, title="Value matching", section="value_matching",
-    settings=("gamma", "mass", "kappa", "confinement", "init_attention", "init_momentum"),
-    continue_settings=("dt", "gamma"),
+    settings=("gamma", "logit_noise", "mass", "kappa", "confinement", "init_attention",
+              "init_momentum"),
+    continue_settings=("dt", "gamma", "logit_noise"),
     energy_settings=("beta", "mass", "kappa", "confinement"),
     equations=r"""
 <p><b>Value matching</b>: $O = A X W_V^\top$, $R = X - O$,

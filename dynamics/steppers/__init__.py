@@ -8,6 +8,7 @@ scheme                    order  used by
 :class:`Strang`           2      cotangent lift
 :class:`Verlet`           2      reduced model (symplectic)
 :class:`Heun`             2      first-order Transformer flow
+:class:`ProjectedHeun`    2      Transformer flow on the sphere (projection)
 :class:`RK4`              4      Part II (inertial attention lab), every model
 ========================  =====  =============================================
 """
@@ -16,9 +17,10 @@ from .base import DeferredOverflow, Stepper, TooStiff
 from .etd_verlet import EtdVerlet, TrackedEtdVerlet
 from .exact_logit import ExactLogit
 from .heun import Heun
+from .projected_heun import ProjectedHeun
 from .rk4 import RK4
 from .strang import Strang
 from .verlet import Verlet
 
-__all__ = ["DeferredOverflow", "EtdVerlet", "ExactLogit", "Heun", "RK4", "Stepper",
+__all__ = ["DeferredOverflow", "EtdVerlet", "ExactLogit", "Heun", "ProjectedHeun", "RK4", "Stepper",
            "Strang", "TooStiff", "TrackedEtdVerlet", "Verlet"]

@@ -31,6 +31,13 @@ Rules for implementers
 7. States are immutable :class:`~dynamics.state.State` objects; a stepper may hand
    arrays of its own buffers to a new state only through :class:`Owned`, which never
    gives out an array that a state the engine can still see holds.
+8. ``perturbed(state, carry, spread)`` is called when the engine has replaced the logits
+   and attention of a state this stepper returned (with ``carry``) by noisy ones
+   (stochastic logits; ``spread``, shape (N,), the row oscillation of the noise). It
+   returns the ``(state, carry)`` to continue from: the carry without what it took from
+   the old attention (a force, a dissipation rate, a relaxation), and, where the scheme
+   keeps the tracking bound, the bound grown by ``spread`` (``osc(W + δ) ≤ osc(W) +
+   osc(δ)``: it stays a bound of the noisy path). The default starts a new carry.
 """
 
 from __future__ import annotations
@@ -70,6 +77,10 @@ class Stepper:
     def step(self, state, carry, h: float):
         """One step of size ``h``: ``(new_state, new_carry)`` (rule 4)."""
         raise NotImplementedError
+
+    def perturbed(self, state, carry, spread):
+        """The ``(state, carry)`` after noise on the state's logits (rule 8)."""
+        return state, self.start(state)
 
     def finish(self, state, carry):
         """Complete deferred work before ``state`` is reported (rule 6)."""

@@ -14,8 +14,9 @@ The scheme calls the model's force ``problem.force(X, A, XM, XMt) -> (Ṗ, G)``;
 effective scores depend on attention (``problem.attention_feedback``: value matching,
 ``Ŝ = G Xᵀ``) it predicts ``A`` at the end first, and solves the feedback implicitly
 (:mod:`.feedback`) on a stiff step or when it is strong; a fast transient of a stiff step
-is taken in sub-steps that resolve it (:meth:`EtdVerlet.graded`). Its ``Ŝ`` at the end of
-a step (from the attention reached, not the prediction) is carried to the next.
+from a distant start is taken in sub-steps that resolve it (:meth:`EtdVerlet.graded`). Its
+``Ŝ`` at the end of a step (from the attention reached, not the prediction) is carried to
+the next.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import energy as en
+from ..energy import _max_reduce
 from ..logits import (
     exp_quadratic,
     exp_trapezoid,
@@ -52,6 +54,13 @@ FEEDBACK_GAIN_STEP = 0.25
 #: sub-steps, the first of ``GRADED_FIRST`` times the time of their decay, ``1/(λ + gain)``.
 GRADED_FIRST = 0.25
 GRADED_LAMBDA_H = 0.25
+#: ... when their transient is a distant start: some row of ``W₀`` (logits minus their
+#: lagged target) oscillates by more than ``GRADED_OSC``. While attention tracks a target
+#: that accelerates, ``W₀`` is ``β d²Ŝ/dt² (1/λ² + h/(2λ))`` to leading order (0.05-0.08
+#: at λh = 1.25 in the order test): graded, those steps took sub-steps of a size fixed by
+#: ``1/λ``, not by ``h``, and the error fell like ``h^1.2`` (features 8.9e-4 … 7.8e-5 for
+#: ``h`` = 1/8 … 1/64 at γ = 20); taken whole, like ``h²`` (8.3e-3 … 1.3e-4).
+GRADED_OSC = 0.5
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,8 @@ class Pending:
     base_carry: object
     states: tuple
     XMs: tuple
+    #: per step, the row oscillation of the noise added to its logits (or None)
+    spreads: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,11 @@ class EtdVerlet(Stepper):
             MMt=np.concatenate((prob.M, prob.M.T), axis=1), wq=wq)
         return c
 
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): the force, ``G``, ``Ŝ`` and ``D`` (from the old
+        attention) go; what came from ``(X, P)`` stays."""
+        return state, replace(carry, force=None, G=None, D=None, S_hat=None)
+
     def feedback_gain(self, st) -> float:
         """Gain of value matching's attention feedback: the logit Jacobian holds
         ``−γκ (diag A_i − A_iA_iᵀ) X W_VᵀW_V Xᵀ``, whose norm is at most
@@ -183,8 +199,9 @@ class EtdVerlet(Stepper):
 
     def verlet(self, st, carry, h, busy=(), gain=0.0):
         """One step. Returns ``X₁, P₁, Z₁, A₁, S₁``, the new carry, ``X₁M``, the energy
-        dissipated and whether the step carried a fast transient. ``busy``: arrays the
-        stepper's ring must not hand out (those of the state a sub-step started from);
+        dissipated and whether the step carried a fast transient from a distant start
+        (:data:`GRADED_OSC`). ``busy``: arrays the stepper's ring must not hand out (those
+        of the state a sub-step started from);
         ``gain``: :meth:`feedback_gain` at ``st``; value matching solves its feedback
         implicitly on a stiff step (``λh`` above ``STIFF_LAMBDA_H``) or when
         ``gain·h`` exceeds ``FEEDBACK_GAIN_STEP``."""
@@ -264,7 +281,8 @@ class EtdVerlet(Stepper):
         dissipated = path_dissipation(st.Z, S_hat0, st.A, Z1, S_hat1, A1, A_mean, beta)
         if vm:
             dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
-        return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, True
+        distant = float(_max_reduce(en.oscillation(W0), None)) > GRADED_OSC
+        return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, distant
 
 
 class TrackedEtdVerlet(EtdVerlet):
@@ -285,6 +303,16 @@ class TrackedEtdVerlet(EtdVerlet):
         new = replace(new, S_dot=None, B=None)
         pending = replace(pending, states=pending.states + (new,), XMs=pending.XMs + (X1M,))
         return new, replace(new_carry, pending=pending)
+
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): as :meth:`EtdVerlet.perturbed`; the waiting step gets
+        the noisy state and its bound will grow by ``spread``."""
+        state, carry = super().perturbed(state, carry, spread)
+        pending = carry.pending
+        n = len(pending.states)
+        spreads = pending.spreads + (None,) * (n - 1 - len(pending.spreads)) + (spread,)
+        pending = replace(pending, states=pending.states[:-1] + (state,), spreads=spreads)
+        return state, replace(carry, pending=pending)
 
     def batch(self, n_tokens: int) -> int:
         """Steps whose ``dS/dt`` may wait (the batch of N×N matrices stays small)."""
@@ -335,19 +363,22 @@ class TrackedEtdVerlet(EtdVerlet):
                 chain = [before, osc0, *oscs]  # osc Ṡ at steps j − 2, j − 1, j: chain[j:j+3]
                 g = [self._increment(c, chain[j + 2], chain[j + 1], chain[j])
                      for j in range(len(states))]
-            B, decay = base.B, c.decay
+            B, decay, spreads = base.B, c.decay, pending.spreads
             for j in range(len(states)):  # the same operations whatever the chunking
                 B = decay * B
                 B += g[j]
+                if j < len(spreads) and spreads[j] is not None:  # noise on the logits
+                    B += spreads[j]
         except FloatingPointError:
             return self._finish_stepwise(c, base, pending.base_carry, osc0, states, XMs,
-                                         carry)
+                                         carry, pending.spreads)
         state = replace(state, S_dot=S_dots[-1].copy(), B=B)
         last = oscs[-2] if len(states) > 1 else osc0
         return state, replace(carry, pending=None, osc_S_dot=oscs[-1].copy(),
                               osc_before=(c.h, last.copy()))
 
-    def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs, states_carry):
+    def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs, states_carry,
+                         spreads=()):
         """:meth:`finish` one step at a time, to find the step whose ``dS/dt`` or bound
         overflows; raises :class:`DeferredOverflow` with the state before it (or returns
         the finished state, should every step go through one at a time)."""
@@ -355,12 +386,14 @@ class TrackedEtdVerlet(EtdVerlet):
 
         M, mass, prev, prev_carry = self.problem.M, self.problem.mass, base, base_carry
         before = self._before(c, base_carry)
-        for new, XM in zip(states, XMs, strict=True):
+        for j, (new, XM) in enumerate(zip(states, XMs, strict=True)):
             try:
                 S1_dot = score_rate(new.X, new.P / mass, M, XM)
                 osc1 = en.oscillation(S1_dot)
                 B = c.decay * prev.B
                 B += self._increment(c, osc1, osc0, before)
+                if j < len(spreads) and spreads[j] is not None:
+                    B += spreads[j]
             except FloatingPointError as err:
                 raise DeferredOverflow(str(err), new.t, prev, prev_carry) from None
             before, osc0 = osc0, osc1

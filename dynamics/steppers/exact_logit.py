@@ -15,7 +15,7 @@ attention frozen) is added exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -60,6 +60,10 @@ class ExactLogit(Stepper):
 
     def start(self, state):
         return LogitCarry()
+
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): ``D`` and ``⟨A, dS/dt⟩`` go; the bound grows by ``spread``."""
+        return replace(state, B=state.B + spread), replace(carry, D=None, A_S_dot=None)
 
     def step(self, st, carry, h):
         prob, path, work_ = self.problem, self.problem.path, self.work
@@ -133,5 +137,9 @@ class ExactLogit(Stepper):
         rest = A_mean - (st.A + 4.0 * A_half + A1) / 6.0
         work = (-h / 6.0 * (a_sdot0 + 4.0 * a_sdot_half + a_sdot1)
                 - h * float(np.vdot(rest, st.S_dot)))
-        dissipated = path_dissipation(st.Z, st.S, st.A, Z1, S1, A1, A_mean, beta)
+        # the balance along the path takes ⟨Ā, ΔS⟩ for ∫⟨A, dS/dt⟩ (exact for S linear in
+        # time); the work above has the curvature of S: with ⟨A − Ā, dS/dt − ΔS/h⟩ over the
+        # transient, ≈ h S̈/(2λ) per unit of transient, it makes ∫D first order otherwise
+        dissipated = (path_dissipation(st.Z, st.S, st.A, Z1, S1, A1, A_mean, beta)
+                      + float(np.vdot(A_mean, dS)) + work)
         return work, dissipated

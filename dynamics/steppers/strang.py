@@ -55,6 +55,10 @@ class Strang(Stepper):
     def start(self, state):
         return StrangCarry()
 
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): the target ``βŜ(X, P)`` stays; the rest goes."""
+        return state, type(carry)(target=carry.target)
+
     def step(self, st, carry, h):
         if self.problem.relaxation_rate * h > STIFF_LAMBDA_H:
             if not isinstance(carry, HeunCarry):

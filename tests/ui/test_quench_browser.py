@@ -6,15 +6,18 @@ import pytest
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
-#: The mid-run change markers of the plot titled ``title``: [[location, label text]].
+#: The mid-run change markers of the plot titled ``title``: [[location, label text]]
+#: (rows of the markers' source, drawn by a line renderer and a label set on the plot).
 MARKERS = """
 (title) => {
   const fig = [...Bokeh.documents[0]._all_models.values()].find(
       m => m.title && m.title.text === title);
   if (!fig) return null;
-  const spans = fig.center.filter(r => r.dimension === "height" && r.location != null);
-  const labels = fig.center.filter(r => typeof r.text === "string" && r.text.includes("→"));
-  return spans.map((s, i) => [s.location, labels[i] ? labels[i].text : null]);
+  const r = fig.renderers.find(r => r.data_source && r.data_source.data
+                                    && r.data_source.data.text !== undefined);
+  if (!r) return null;
+  const d = r.data_source.data;
+  return [...d.t0].map((t, i) => [t, d.text[i]]);
 }
 """
 ENERGY = "Energy balance (zero residual ⇔ dissipation law)"

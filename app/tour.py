@@ -1,0 +1,185 @@
+"""The guided tour: a lecture as a sequence of steps stored as data
+(``assets/tours/lecture.json``), so a teacher can write a tour without code.
+
+A tour is ``{"name", "steps": [...]}``; a step is::
+
+    {"title": "...", "text": "what to look for",
+     "preset": "<a preset of the main tab>"        (or, with "tab": "lab",
+     "lab_preset": "<a preset of the inertial lab>"),
+     "annotations": ["kl_slope", ...],              (app.guides.ANNOTATIONS)
+     "claim": {"kind": "...", ...}}                 (checked by tests/test_tour.py)
+
+Back/Next (and the arrow keys ← →) move through it; the step is in the URL
+(``?tour_step=4`` opens a class at step 4). :func:`validate_tour` names every problem of a
+tour file; a tour with a problem is not offered.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import panel as pn
+import param
+from panel.custom import JSComponent
+
+from .guides import ANNOTATIONS
+from .resources import asset
+from .server import locked
+
+#: The tour shipped with the app.
+TOUR_FILE = asset("tours", "lecture.json")
+STEP_FIELDS = ("title", "text", "preset", "tab", "lab_preset", "annotations", "claim")
+TABS = ("main", "lab")
+
+
+def load_tour(path: str | Traversable | None = None) -> dict:
+    """The tour of ``path`` (default :data:`TOUR_FILE`), unvalidated.
+
+    Raises ``OSError`` or ``ValueError`` (not JSON).
+    """
+    path = TOUR_FILE if path is None else path
+    if isinstance(path, str):
+        path = Path(path)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]:
+    """Every problem of ``tour``, given the names of the main tab's and the lab's presets."""
+    if not isinstance(tour, dict) or not isinstance(tour.get("steps"), list):
+        return ['a tour must be a JSON object with a list "steps"']
+    errors = [] if isinstance(tour.get("name"), str) else ['a tour needs a "name"']
+    if not tour["steps"]:
+        errors.append("the tour has no step")
+    for i, step in enumerate(tour["steps"], start=1):
+        where = f"step {i}"
+        if not isinstance(step, dict):
+            errors.append(f"{where}: must be an object")
+            continue
+        errors += [f"{where}: unknown field {k!r}" for k in step if k not in STEP_FIELDS]
+        errors += [f"{where}: {k!r} must be a text" for k in ("title", "text")
+                   if not isinstance(step.get(k), str)]
+        tab = step.get("tab", "main")
+        if tab not in TABS:
+            errors.append(f"{where}: tab must be one of {', '.join(TABS)}, got {tab!r}")
+        elif tab == "main" and step.get("preset") not in presets:
+            errors.append(f"{where}: no preset of the main tab named {step.get('preset')!r}")
+        elif tab == "lab" and step.get("lab_preset") not in lab_presets:
+            errors.append(f"{where}: no preset of the lab named {step.get('lab_preset')!r}")
+        annotations = step.get("annotations", [])
+        if not isinstance(annotations, list):
+            errors.append(f"{where}: annotations must be a list")
+        else:
+            errors += [f"{where}: unknown annotation {a!r} (known: {', '.join(ANNOTATIONS)})"
+                       for a in annotations if a not in ANNOTATIONS]
+        if tab == "lab" and annotations:
+            errors.append(f"{where}: annotations are drawn on the main tab only")
+    return errors
+
+
+class ArrowKeys(JSComponent):
+    """The arrow keys ← → of the page (outside text fields) as two counters."""
+
+    forward = param.Integer(default=0)
+    back = param.Integer(default=0)
+
+    _esm = """
+    export function render({ model }) {
+      const onKey = (e) => {
+        const target = e.composedPath()[0];
+        const tag = target && target.tagName ? target.tagName : "";
+        if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || (target && target.isContentEditable))
+          return;
+        if (e.key === "ArrowRight") { model.forward += 1; }
+        else if (e.key === "ArrowLeft") { model.back += 1; }
+      };
+      document.addEventListener("keydown", onKey);
+      model.on("remove", () => document.removeEventListener("keydown", onKey));
+      return document.createElement("span");
+    }
+    """
+
+
+class Tour(pn.viewable.Viewer):
+    """The tour panel of ``dashboard``: the step's title and text, Back, Next and End.
+
+    The step shown is ``dashboard.tour_step`` (0: no tour), which is in the URL.
+    """
+
+    def __init__(self, dashboard, tour: dict | None = None, **params):
+        super().__init__(**params)
+        self.dashboard = dashboard
+        self.problems = []
+        try:
+            self.tour = load_tour() if tour is None else tour
+        except (OSError, ValueError) as exc:
+            self.tour, self.problems = {"name": "", "steps": []}, [f"tour not read: {exc}"]
+        self.steps = self.tour.get("steps", []) if not self.problems else []
+        self.title = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
+        self.text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width",
+                                     css_classes=["tour-text"])
+        self.back = pn.widgets.Button(label="◀ Back", width=90)
+        self.next = pn.widgets.Button(label="Next ▶", color="primary", width=90)
+        self.end = pn.widgets.Button(label="End tour", width=90)
+        self.keys = ArrowKeys(width=0, height=0, margin=0)
+        self.back.on_click(locked(lambda event: self.go(-1)))
+        self.next.on_click(locked(lambda event: self.go(+1)))
+        self.end.on_click(locked(lambda event: self.dashboard.param.update(tour_step=0)))
+        self.keys.param.watch(locked(lambda event: self.go(+1)), "forward")
+        self.keys.param.watch(locked(lambda event: self.go(-1)), "back")
+        self._panel = pn.Column(
+            pn.Row(self.back, self.next, self.end, self.title, self.keys,
+                   sizing_mode="stretch_width"),
+            self.text, css_classes=["tour"], sizing_mode="stretch_width", visible=False,
+            styles={"border-left": "4px solid #2a6fdb", "background": "#f3f7ff",
+                    "padding": "4px 0"})
+
+    def validate(self, presets, lab_presets) -> list[str]:
+        """Problems of the tour (none: it is offered); a bad tour has no steps."""
+        self.problems += validate_tour(self.tour, presets, lab_presets) if self.steps else []
+        if self.problems:
+            self.steps = []
+        return self.problems
+
+    def go(self, delta: int) -> None:
+        """Move ``delta`` steps (within the tour; outside a tour the keys do nothing)."""
+        step = self.dashboard.tour_step
+        if step == 0 or not self.steps:
+            return
+        self.dashboard.tour_step = min(max(step + delta, 1), len(self.steps))
+
+    def show(self, number: int) -> bool:
+        """Show step ``number`` (1-based; 0 hides the tour): its preset, tab, text and
+        annotations. ``False`` if there is no such step."""
+        dashboard = self.dashboard
+        if number == 0 or not self.steps:
+            self._panel.visible = False
+            dashboard.timeseries.guides.show(())
+            return number == 0
+        if not 1 <= number <= len(self.steps):
+            return False
+        step = self.steps[number - 1]
+        self.title.object = (f"**Tour {number}/{len(self.steps)}: {step['title']}**  "
+                             "(← → keys)")
+        self.text.object = step["text"]
+        self.back.disabled = number == 1
+        self.next.disabled = number == len(self.steps)
+        self._panel.visible = True
+        if step.get("tab", "main") == "lab":
+            dashboard.timeseries.guides.show(())
+            lab = dashboard.show_lab()
+            if lab is not None:
+                if lab.preset == step["lab_preset"]:
+                    lab.preset = None  # the same preset again: load it anew
+                lab.preset = step["lab_preset"]
+        else:
+            dashboard.show_main()
+            preset = next(p for p in dashboard._presets if p.get("name") == step["preset"])
+            dashboard.load_preset(preset)
+            s = dashboard.settings
+            dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)
+        return True
+
+    def __panel__(self):
+        return self._panel

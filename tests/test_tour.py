@@ -1,0 +1,202 @@
+"""Fast tier (issue #16, items 1–2): the guided tour and projector mode.
+
+Every step of the shipped tour is honest at its settings: its ``claim`` is checked here on
+the backend (the lab's steps through the lab's own experiment), and the page draws the
+step's annotations. Projector mode keeps four plots with ≥ 18 px type and undoes itself.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from app import Dashboard
+from app import presets as presets_module
+from app.guides import TIGHT
+from app.inertial_lab import load_presets as load_lab_presets
+from app.tour import load_tour, validate_tour
+from dynamics import Settings, Simulation, simulate
+from dynamics.clustering import cluster_labels
+from dynamics.noise import small_noise_kl, stationary_variance
+from dynamics.inertial.experiments import run_lab_experiment
+
+TOUR = load_tour()
+PRESETS = {p["name"]: p for p in presets_module.load_presets()}
+LAB_PRESETS = {p["name"]: p for p in load_lab_presets()[0]}
+T_END = 10.0
+
+
+def _run(step, t_end=T_END):
+    preset = PRESETS[step["preset"]]
+    return simulate(Settings(**presets_module.preset_values(preset)), t_end=t_end)
+
+
+def _check_main(step):
+    claim, kind = step["claim"], step["claim"]["kind"]
+    preset = PRESETS[step["preset"]]
+    values = presets_module.preset_values(preset)
+    if kind == "quench_work":
+        sim = Simulation(Settings(**values))
+        quench = preset["quench"]
+        while sim.t < quench["at_t"] - 1e-12:
+            sim.advance(1)
+        before = sim.frame().diagnostics
+        sim.settings.param.update(**{k: v for k, v in quench.items() if k != "at_t"})
+        sim.sync()
+        (change,) = sim.changes
+        after = sim.frame().diagnostics
+        jump = after["hamiltonian"] - before["hamiltonian"]
+        assert change.work > 1.0 and jump == pytest.approx(change.work, rel=1e-9)
+        assert after["work"] - before["work"] == pytest.approx(change.work, rel=1e-9)
+        sim.advance(200)
+        assert abs(sim.frame().diagnostics["energy_residual"]) < 1e-3
+        return
+    if kind == "clusters":  # the count at t_end (ε of the preset)
+        run = simulate(Settings(**values), t_end=claim["t_end"], every=50)
+        count, _ = cluster_labels(run.features[-1], values["cluster_eps"])
+        assert count == claim["count"]
+        return
+    if kind == "noise_kl":  # the time average of one run (stationary, ergodic)
+        s = Settings(**values)
+        lo, hi = claim["window"]
+        run = simulate(s, t_end=hi)
+        kl = run.diagnostics["kl"][run.times >= lo].mean()
+        predicted = small_noise_kl(Simulation(s).frame().softmax,
+                                   stationary_variance(s.logit_noise, s.gamma / s.beta))
+        assert kl == pytest.approx(predicted, rel=claim["tolerance"])
+        return
+    if kind == "near_reduced":
+        run = simulate(Settings(**values), t_end=claim["until"])
+        reduced = simulate(Settings(**{**values, "model": "reduced"}), t_end=claim["until"])
+        gap = np.linalg.norm(run.features - reduced.features, axis=(1, 2))
+        size = np.linalg.norm(reduced.features, axis=(1, 2))
+        assert np.all(gap <= claim["below"] * size), gap.max()
+        return
+    run = _run(step)
+    d, t = run.diagnostics, run.times
+    if kind == "kl_slope":
+        lam = values["gamma"] / values["beta"]
+        lo, hi = claim["window"]
+        sel = (t >= lo) & (t <= hi)
+        slope = np.polyfit(t[sel], np.log(d["kl"][sel]), 1)[0]
+        assert slope == pytest.approx(-2 * lam, rel=claim["tolerance"]), slope
+    elif kind == "tracking":
+        late = t >= claim["after"]
+        assert np.all(d["kl"] <= d["kl_bound"] + 1e-12)
+        assert d["kl"][late].min() > 0.05 * d["kl"][late].max()  # a plateau, never 0
+        ratio = d["kl"][1:] / d["kl_bound"][1:]
+        assert ratio.max() >= TIGHT  # tight somewhere (early), as the step says,
+        assert ratio[t[1:] >= claim["after"]].max() < 0.02  # and loose on the plateau
+    elif kind == "converges":
+        assert d["kl"][-1] < claim["below"] and d["kl"][0] > 100 * claim["below"]
+    elif kind == "energy_law":
+        h = d["hamiltonian"]
+        assert np.all(np.diff(h) <= 1e-9 * max(1.0, abs(h[0])))
+        assert h[-1] < h[0] - 1e-3  # it does dissipate
+        # the residual is the time-stepping error: small beside what was dissipated
+        assert np.max(np.abs(d["energy_residual"])) < 1e-3 * d["dissipated"][-1]
+    elif kind == "conserved":
+        h = d["hamiltonian"]
+        assert np.max(np.abs(h - h[0])) <= claim["tolerance"] * max(1.0, abs(h[0]))
+    else:
+        raise AssertionError(f"unknown claim {kind!r}")
+
+
+def _check_lab(step):
+    claim, kind = step["claim"], step["claim"]["kind"]
+    r = run_lab_experiment(LAB_PRESETS[step["lab_preset"]]["settings"])
+    if kind == "first_order_blowup":
+        assert r.first_order_time == pytest.approx(claim["expected"], rel=claim["tolerance"])
+    elif kind == "delayed_blowup":
+        assert math.isfinite(r.accelerated_time)
+        assert r.accelerated_time > r.first_order_time * 1.1
+    elif kind == "no_blowup":
+        assert math.isinf(r.first_order_time) and math.isinf(r.accelerated_time)
+    elif kind == "same_moments":
+        curves = list(r.cloud_moments.values())
+        for c in curves[1:]:
+            np.testing.assert_allclose(c.y, curves[0].y, rtol=claim["tolerance"])
+    elif kind == "layer_crossing":
+        assert r.crossing_layer is not None and r.predicted_layer is not None
+        assert abs(r.crossing_layer - r.predicted_layer) <= claim["tolerance"]
+    else:
+        raise AssertionError(f"unknown claim {kind!r}")
+
+
+def test_the_shipped_tour_is_valid_and_walks_both_parts():
+    assert validate_tour(TOUR, list(PRESETS), list(LAB_PRESETS)) == []
+    steps = TOUR["steps"]
+    assert all("claim" in s for s in steps)
+    tabs = [s.get("tab", "main") for s in steps]
+    assert tabs == sorted(tabs, key=("main", "lab").index)  # Part I, then Part II
+    assert {s["preset"] for s in steps if "preset" in s} == set(PRESETS)  # every result
+
+
+@pytest.mark.parametrize("number", range(1, len(TOUR["steps"]) + 1))
+def test_each_step_claim_holds_at_its_settings(number):
+    step = TOUR["steps"][number - 1]
+    (_check_lab if step.get("tab") == "lab" else _check_main)(step)
+
+
+def test_bad_tours_name_their_problems():
+    bad = {"name": "x", "steps": [
+        {"title": "a", "text": "b", "preset": "no such preset"},
+        {"title": "a", "text": "b", "tab": "lab", "lab_preset": "nope"},
+        {"title": 1, "text": "b", "preset": next(iter(PRESETS)), "annotations": ["arrows"],
+         "colour": "red"},
+    ]}
+    problems = validate_tour(bad, list(PRESETS), list(LAB_PRESETS))
+    assert any("step 1: no preset of the main tab named 'no such preset'" in p
+               for p in problems)
+    assert any("step 2: no preset of the lab named 'nope'" in p for p in problems)
+    assert any("step 3: unknown annotation 'arrows'" in p for p in problems)
+    assert any("step 3: unknown field 'colour'" in p for p in problems)
+    assert any("step 3: 'title' must be a text" in p for p in problems)
+    assert validate_tour([], [], []) == ['a tour must be a JSON object with a list "steps"']
+
+
+def _step_of(preset: str) -> int:
+    return next(i for i, s in enumerate(TOUR["steps"], 1) if s.get("preset") == preset)
+
+
+def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
+    d = Dashboard(playing=False, query={"tour_step": "1"})
+    d.__panel__()
+    assert "Tour 1/17" in d.tour.title.object and d.settings.path == "static"
+    while d.sim.t < 5.5:
+        d.tick()
+    guide = d.timeseries.guides.slope.data
+    lam = d.settings.gamma / d.settings.beta
+    slope = (math.log(guide["kl"][1]) - math.log(guide["kl"][0])) / (guide["t"][1] - guide["t"][0])
+    assert slope == pytest.approx(-2 * lam, rel=1e-12)
+    assert d.timeseries.guides.slope_line.visible
+    d.tour.keys.forward += 1  # the → key
+    assert d.tour_step == 2 and "Tour 2/17" in d.tour.title.object
+    assert not d.timeseries.guides.slope_line.visible
+    d.tour.keys.back += 1
+    assert d.tour_step == 1
+    d.tour_step = _step_of("Persistent lag under rotation")
+    assert d.timeseries.guides.tight_points.visible
+    d.tour_step = _step_of("Reduced model conserves energy")
+    assert d.settings.model == "reduced" and d.timeseries.guides.zero.visible
+    lab_step = next(i for i, s in enumerate(TOUR["steps"], 1) if s.get("tab") == "lab")
+    d.tour_step = lab_step  # Part II: the lab
+    assert d.tabs.active == 1 and d.lab.preset == TOUR["steps"][lab_step - 1]["lab_preset"]
+    d.tour_step = 0
+    assert not d.tour._panel.visible and not d.timeseries.guides.zero.visible
+
+
+def test_projector_mode_keeps_four_plots_in_large_type_and_undoes_itself():
+    d = Dashboard(playing=False)
+    d.__panel__()
+    before = {f: (f.visible, f.width, f.height) for f in d.plot_panes}
+    d.projector = True
+    shown = [f for f in d.plot_panes if f.visible]
+    assert len(shown) == 4 and not d.sidebar.visible and not d.explanation_pane.visible
+    for fig in shown:
+        for axis in (*fig.xaxis, *fig.yaxis):
+            assert int(axis.axis_label_text_font_size.rstrip("px")) >= 18
+            assert int(axis.major_label_text_font_size.rstrip("px")) >= 18
+    d.projector = False
+    assert {f: (f.visible, f.width, f.height) for f in d.plot_panes} == before
+    assert d.sidebar.visible and d.explanation_pane.visible

@@ -1,0 +1,37 @@
+"""Browser tier (issue #16, items 1–2): a class opened at a tour step by its link, in
+projector mode on a 1280×720 projector — four plots in large type, nothing to scroll,
+the arrow keys move through the tour."""
+
+import pytest
+from test_layout_browser import PLOT_BOXES, _overlaps
+
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+
+
+def test_a_link_opens_the_tour_at_a_step_in_projector_mode(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        page.goto(server + "?tour_step=3&projector=true")
+        page.get_by_text("Tour 3/17: A moving target").wait_for(timeout=60000)
+        page.wait_for_selector(".bk-Canvas", timeout=60000)
+        page.wait_for_timeout(2000)
+        boxes = page.evaluate(PLOT_BOXES)
+        assert len(boxes) == 4, boxes
+        for i, a in enumerate(boxes):
+            assert a["x"] + a["w"] <= 1280 and a["y"] + a["h"] <= 720, a
+            assert not any(_overlaps(a, b) for b in boxes[i + 1:])
+        size = page.evaluate("[document.documentElement.scrollWidth,"
+                             " document.documentElement.scrollHeight]")
+        assert size[0] <= 1280 and size[1] <= 720, size
+        page.screenshot(path="/tmp/tour_projector.png")
+        page.keyboard.press("ArrowRight")
+        page.get_by_text("Tour 4/17: When the target settles").wait_for(timeout=30000)
+        assert "tour_step=4" in page.url  # the step is in the URL: a link to it
+        page.keyboard.press("ArrowLeft")
+        page.get_by_text("Tour 3/17").wait_for(timeout=30000)
+        assert errors == []
+    finally:
+        context.close()
