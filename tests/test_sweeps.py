@@ -205,6 +205,19 @@ def test_sweep_equals_plain_simulate_bit_for_bit(client):
             assert ds["status"].values[i, j] == "completed"
 
 
+def test_stochastic_logits_are_seeded_per_point(client):
+    """With logit noise each point is still a plain ``simulate`` of its settings (its noise
+    drawn from its seed), whatever the worker that runs it."""
+    noisy = Settings(model="canonical", n_tokens=4, dim=2, dt=0.02, logit_noise=0.5)
+    ds = sweep(noisy, {"beta": [0.5, 2.0], "seed": [0, 1]}, t_end=T_END, client=client,
+               batch_size=1)
+    for i, beta in enumerate([0.5, 2.0]):
+        for j, seed in enumerate([0, 1]):
+            _, expected = plain(noisy, {"beta": beta, "seed": seed})
+            assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
+    assert ds["kl_mean"].values[0, 0] != ds["kl_mean"].values[0, 1]  # the seed matters
+
+
 def test_result_does_not_depend_on_workers_or_batching(client):
     reference = sweep(BASE, GRID, t_end=T_END, client=client, batch_size=1)
     for batch_size in (2, 4, None):
