@@ -119,6 +119,10 @@ def test_dashboard_sweep_tab_loads_a_clicked_point_into_the_live_view():
     tab.on_point({"model": "canonical", "beta": 2.5, "gamma": 0.4})
     assert d.tabs.active == 0
     assert (d.settings.model, d.settings.beta, d.settings.gamma) == ("canonical", 2.5, 0.4)
+    tab.on_point({"model": "linear_accelerated", "alpha": 0.5})  # not a main-tab model
+    assert d.settings.model == "canonical"
+    assert tab.message.object.startswith("**Not loaded into the live view:**")
+    assert "model must be one of" in tab.message.object
 
 
 @pytest.mark.slow
