@@ -48,7 +48,7 @@ CSS = read_asset("style.css")
 #: Memory budget of the recorded history of one session (bytes).
 HISTORY_BYTES = 20_000_000
 #: The tabs, in order (their titles).
-TABS = ("Nonequilibrium attention", "Inertial lab", "Theory", "Noise ensemble")
+TABS = ("Nonequilibrium attention", "Inertial lab", "Theory", "Noise ensemble", "Sweep")
 
 class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     """Live dashboard of nonequilibrium attention (the main tab), the inertial lab and
@@ -70,6 +70,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     _run_error = False  # the notice shows an error of the run (cleared by Reset)
     _layout = None  # the page, built when first shown
     ensemble = None  # the noise ensemble view, built when its tab is first opened
+    sweep_tab = None  # the Sweep tab, built when first opened
 
     def __init__(self, query=None, **params):
         if params.get("settings") is None:
@@ -283,6 +284,23 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             return pn.pane.Alert(f"The inertial lab failed to start: {type(err).__name__}: {err}",
                                  alert_type="danger")
 
+    def _sweep_tab(self):
+        """The Sweep tab (:mod:`app.sweep_tab`); a clicked cell loads into the main tab."""
+        from .sweep_tab import SweepTab
+
+        def load(point):
+            import json
+
+            if self.apply_settings_json(json.dumps(point)):
+                if self.tabs is not None:
+                    self.tabs.active = 0
+            else:  # e.g. a Part II model, which the main tab does not run
+                self.sweep_tab.message.object = f"**Not loaded into the live view:** {self.notice}"
+
+        self.sweep_tab = SweepTab(settings=self.settings, on_point=server.locked(load),
+                                  model=self.settings.model)
+        return self.sweep_tab
+
     def __panel__(self):
         if self._layout is None:
             self._build_layout()
@@ -307,7 +325,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         lab = pn.Column(sizing_mode="stretch_width")
         theory = pn.Column(sizing_mode="stretch_width")
         ensemble = pn.Column(sizing_mode="stretch_width")
-        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory, ensemble), strict=True))
+        sweep = pn.Column(sizing_mode="stretch_width")
+        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory, ensemble, sweep), strict=True))
 
         def build_tab(event):
             self.set_shown(event.new == 0)  # the main run waits while it is not shown
@@ -322,6 +341,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 from .ensemble import EnsembleView
                 self.ensemble = EnsembleView(settings=self.settings)
                 ensemble[:] = [self.ensemble]
+            elif event.new == TABS.index("Sweep") and not len(sweep):
+                sweep[:] = [self._sweep_tab()]
 
         self.tabs.param.watch(build_tab, "active")
         self.title = pn.pane.Markdown(

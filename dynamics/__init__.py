@@ -13,6 +13,7 @@ from .models import DIAGNOSTICS
 from .settings import PATHS, Settings
 from .simulation import Change, Simulation
 from .state import State
+from .sweeps import SweepRun, sweep
 from .trajectory import Trajectory, simulate
 
 
@@ -28,5 +29,5 @@ def __getattr__(name):
 __all__ = [
     "Change", "DIAGNOSTICS", "DIVERGED", "FAILED", "Frame", "MODELS", "NOT_APPLICABLE",
     "PART_I_MODELS", "PART_II_MODELS", "PATHS", "RUNNING", "Settings", "Simulation", "State",
-    "Trajectory", "models", "simulate", "simulate_batch",
+    "SweepRun", "Trajectory", "models", "simulate", "simulate_batch", "sweep",
 ]

@@ -1,4 +1,5 @@
-"""Command line: ``python -m dynamics run --model canonical --beta 2 --t-end 5 --out run.csv``.
+"""Command line: ``python -m dynamics run --model canonical --beta 2 --t-end 5 --out run.csv``
+and ``python -m dynamics sweep --grid beta=0.1:10:log:16 --grid gamma=0.1:100:log:16 …``.
 
 Every :class:`~dynamics.settings.Settings` parameter is a flag spelled with
 dashes (``--n-tokens``, ``--init-attention``). Without ``--out`` the CSV goes to
@@ -33,13 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Nonequilibrium attention dynamics.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="simulate one model and write its diagnostics")
-    group = run.add_argument_group("settings")
-    for name in Settings.names():
-        p = Settings.param[name]
-        kw = {"type": _flag_type(p), "default": None, "help": f"{p.doc} (default {p.default!r})"}
-        if isinstance(p, param.Selector):
-            kw["choices"] = p.objects
-        group.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
+    _add_setting_flags(run)
     run.add_argument("--normalise", choices=NORMALISED, default=None,
                      help="'sphere': the first-order Transformer flow with every token kept on "
                           "the unit sphere (the model 'sphere'); 'none': unnormalised")
@@ -50,7 +45,111 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: fixed steps of dt)")
     run.add_argument("--out", help="output file: .csv, or .nc for NetCDF (default: CSV on stdout)")
     run.add_argument("--summary", action="store_true", help="print a JSON summary")
+    _add_sweep_parser(sub)
     return parser
+
+
+def _add_setting_flags(parser) -> None:
+    """One flag per setting (``--n-tokens``), in a group ``settings``."""
+    group = parser.add_argument_group("settings")
+    for name in Settings.names():
+        p = Settings.param[name]
+        kw = {"type": _flag_type(p), "default": None, "help": f"{p.doc} (default {p.default!r})"}
+        if isinstance(p, param.Selector):
+            kw["choices"] = p.objects
+        group.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
+
+
+def _add_sweep_parser(sub) -> None:
+    from .sweeps import METRICS, cache_dir
+
+    sweep = sub.add_parser(
+        "sweep", help="run a grid of settings on dask.distributed and write a metric map",
+        description="Run the base settings at every point of a grid (one --grid per swept "
+                    "setting) and write one variable per metric to a NetCDF file. A finished "
+                    f"sweep is cached in {cache_dir()} ($ATTENTION_DYNAMICS_CACHE) and "
+                    "reused when run again with the same settings.")
+    _add_setting_flags(sweep)
+    sweep.add_argument("--grid", action="append", required=True, metavar="NAME=SPEC",
+                       help="a swept setting: name=lo:hi:log:n, name=lo:hi:lin:n or "
+                            "name=v1,v2,… (repeat for more dimensions)")
+    sweep.add_argument("--t-end", type=float, default=10.0, help="final time (default 10)")
+    sweep.add_argument("--every", type=int, default=1, help="record every n-th step (default 1)")
+    sweep.add_argument("--metric", action="append", choices=list(METRICS), dest="metrics",
+                       help="a metric to keep (repeat; default: those of the model's part)")
+    sweep.add_argument("--out", default="sweep.nc", help="NetCDF output file (default sweep.nc)")
+    sweep.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on an existing dask cluster (tcp://host:port) instead of "
+                            "an embedded LocalCluster")
+    sweep.add_argument("--workers", type=int, default=None,
+                       help="workers of the embedded cluster (default: the machine's cores)")
+    sweep.add_argument("--batch-size", type=int, default=None,
+                       help="grid points per task (default: about four tasks per worker)")
+    sweep.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _progress_bar(results, done, total) -> None:
+    """``sweep [#####.....] 37/256 points`` on stderr, rewritten in place."""
+    stream, width = sys.stderr, 30
+    filled = int(width * done / max(total, 1))
+    stream.write(f"\rsweep [{'#' * filled}{'.' * (width - filled)}] {done}/{total} points")
+    if done >= total:
+        stream.write("\n")
+    stream.flush()
+
+
+def _sweep_main(parser, args) -> int:
+    from .sweeps import SweepRun, cache_path, parse_axis
+
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        parser.error(f"--out {args.out!r}: folder {folder!r} does not exist or is not writable")
+    given = {k: v for k, v in vars(args).items() if k in Settings.names() and v is not None}
+    try:
+        grid = dict(parse_axis(text) for text in args.grid)
+        if len(grid) != len(args.grid):
+            raise ValueError("--grid: a setting is swept twice")
+        run = SweepRun(Settings(**given), grid, args.t_end, args.metrics, every=args.every,
+                       batch_size=args.batch_size, workers=args.workers,
+                       cache=not args.no_cache,
+                       on_batch=None if args.quiet else _progress_bar)
+    except ValueError as err:
+        parser.error(str(err))
+    client = None
+    if args.scheduler:
+        from distributed import Client
+
+        try:
+            client = Client(args.scheduler, timeout=20)
+        except OSError as err:
+            print(f"error: cannot reach --scheduler {args.scheduler!r}: {err}", file=sys.stderr)
+            return 1
+        run.client = client
+    try:
+        result = run.run()
+    except KeyboardInterrupt:
+        run.cancel()
+        print("\nsweep cancelled", file=sys.stderr)
+        return 130
+    finally:
+        if client is not None:
+            client.close()
+    if run.cached and not args.quiet:
+        print(f"reused the cached sweep {cache_path(run.key)}", file=sys.stderr)
+    try:
+        from .trajectory import _write_atomically
+
+        _write_atomically(args.out, bytes(result.to_netcdf(engine="scipy")))
+    except OSError as err:
+        print(f"error: cannot write --out {args.out!r}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    counts = {}
+    for status in result["status"].values.ravel():
+        counts[str(status)] = counts.get(str(status), 0) + 1
+    print(json.dumps({"out": args.out, "points": run.total, "status": counts,
+                      "cached": run.cached}))
+    return 0
 
 
 #: ``--normalise``: the model of the first-order flow for each choice.
@@ -83,6 +182,8 @@ def _refuse_noise(settings, given) -> None:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "sweep":
+        return _sweep_main(parser, args)
     if args.out:
         folder = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):

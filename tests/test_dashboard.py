@@ -248,9 +248,9 @@ def test_time_going_back_resets_the_buffers(dash):
 def test_inertial_lab_and_theory_tabs():
     d = Dashboard(playing=False)
     tabs = d.__panel__()[-1]
-    assert tabs is d.tabs and len(tabs) == 4
+    assert tabs is d.tabs and len(tabs) == 5
     assert tabs._names == list(TABS) and tabs._names[1:] == ["Inertial lab", "Theory",
-                                                            "Noise ensemble"]
+                                                            "Noise ensemble", "Sweep"]
 
 
 def test_beta_change_while_paused_redraws_the_softmax_without_advancing(dash):

@@ -1,0 +1,688 @@
+"""Parameter sweeps: one metric map over a grid of settings, run on ``dask.distributed``.
+
+:func:`sweep` runs :func:`~dynamics.simulate` at every point of a grid of settings (the
+base settings with the grid's values put in) and reduces each run to a few numbers, the
+*metrics* (:data:`METRICS`). The result is an ``xarray.Dataset`` with one dimension per
+swept setting, one variable per metric, a ``status`` and a ``message`` per point, and the
+base settings as attributes.
+
+The points are grouped into batches (one task each) and run on a ``dask.distributed``
+cluster: an embedded ``LocalCluster`` sized to the machine by default, or any cluster a
+``Client`` is connected to (``dask scheduler`` and ``dask worker`` started by hand). A
+point runs exactly as a plain ``simulate`` of the same settings, so the result depends
+neither on the number of workers nor on the batching. A point that diverges, fails or
+raises is recorded as such (``status``, ``message``, NaN metrics); it never stops the
+sweep. :class:`SweepRun` runs a sweep that can be watched (a callback per finished
+batch) and cancelled; a task lost with a killed worker is rerun by the scheduler.
+
+Dask and xarray are imported when a sweep runs, so ``import dynamics`` stays fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import param
+
+from .settings import Settings
+from .trajectory import Trajectory, simulate
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A number a sweep keeps of each run.
+
+    Attributes
+    ----------
+    name : str
+    doc : str
+        One line: what it is (Theory page section in words).
+    part : int
+        1: read from the run's diagnostics (Part I models); 2: the inertial lab's
+        blow-up and layer quantities (Part II models).
+    """
+
+    name: str
+    doc: str
+    part: int
+
+
+#: Every metric, by name.
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("kl_mean", "time average of the lag Σ_i KL(A_i‖A*_i) over the run "
+           "(trapezoid over the recorded frames)", 1),
+    Metric("kl_final", "the lag Σ_i KL(A_i‖A*_i) at the last frame", 1),
+    Metric("kl_ratio_max", "maximum of kl / kl_bound, the lag over its tracking bound "
+           "(≤ 1 where the bound holds; frames with kl_bound = 0 left out)", 1),
+    Metric("lag_amplitude", "maximum over rows and over the second half of the run of the "
+           "log-odds lag osc(log A_i − log A*_i) (tracking the moving softmax)", 1),
+    Metric("dissipated", "energy dissipated ∫D dt at the last frame", 1),
+    Metric("energy_residual_max", "maximum of |energy_residual| over the run (zero up to "
+           "integrator error)", 1),
+    Metric("diverged_at", "time at which the run diverged (NaN if it did not)", 0),
+    Metric("t_final", "time of the last frame (t_end unless the run stopped)", 0),
+    Metric("blowup_time", "blow-up time of the accelerated moment system with P(0) = 0 "
+           "(numerical; NaN if none up to t = 40)", 2),
+    Metric("first_order_blowup_time", "first-order T_max = min 1/(2 a_k v_k s0) (closed "
+           "form; NaN if V ⪯ 0)", 2),
+    Metric("crossing_layer", "first kick-damp-drift layer whose λ_max(S_l) reaches θ "
+           "(NaN if none)", 2),
+    Metric("predicted_layer", "⌈T_θ / h⌉ from the continuous accelerated system (NaN if "
+           "none)", 2),
+)}
+
+#: Status of a point: the run's own (``completed``, ``diverged``, ``failed``), ``error``
+#: (its settings could not be built or its run raised) or ``cancelled`` (not run).
+STATUSES = ("completed", "diverged", "failed", "error", "cancelled")
+
+#: Where :func:`cache_path` keeps finished sweeps (overridden by the environment variable
+#: ``ATTENTION_DYNAMICS_CACHE``).
+CACHE_ENV = "ATTENTION_DYNAMICS_CACHE"
+
+
+#: ``LocalCluster`` options of an embedded cluster: no dashboard, and the scheduler's small
+#: HTTP server (health, metrics) on a free port rather than 8787.
+QUIET_CLUSTER = {"dashboard_address": None, "scheduler_kwargs": {"dashboard_address": ":0"}}
+
+
+def default_metrics(model: str) -> list[str]:
+    """The metrics that mean something for ``model`` (its part of the Theory page)."""
+    from . import models
+
+    part = models.get(model).part
+    return [m.name for m in METRICS.values() if m.part in (0, part)]
+
+
+# -- the grid -------------------------------------------------------------------------
+def parse_axis(text: str) -> tuple[str, list]:
+    """One grid axis from its command-line form.
+
+    ``name=lo:hi:log:n`` (``n`` values spaced evenly in ``log``), ``name=lo:hi:lin:n``
+    (or ``lo:hi:n``), or ``name=v1,v2,…`` (numbers or words, e.g. ``path=rotation,drift``).
+
+    Returns
+    -------
+    name : str
+        The setting (dashes read as underscores).
+    values : list
+        Floats, ints for an integer setting, strings for a choice or text setting.
+
+    Raises
+    ------
+    ValueError
+        Malformed text, or an unknown setting.
+    """
+    name, sep, spec = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or not name or not spec.strip():
+        raise ValueError(f"grid axis must read name=lo:hi:log:n, name=lo:hi:n or "
+                         f"name=v1,v2,…, got {text!r}")
+    if name not in Settings.names():
+        raise ValueError(f"grid axis {text!r}: unknown setting {name!r}")
+    parts = [p.strip() for p in spec.split(":")]
+    p = Settings.param[name]
+    numeric = isinstance(p, param.Number)
+    if len(parts) == 1:
+        words = [w.strip() for w in spec.split(",")]
+        if numeric:
+            try:
+                values = [float(w) for w in words]
+            except ValueError:
+                raise ValueError(f"grid axis {text!r}: {name} takes numbers") from None
+        else:
+            values = words
+    elif len(parts) in (3, 4) and numeric:
+        scale = parts[2] if len(parts) == 4 else "lin"
+        try:
+            lo, hi, n = float(parts[0]), float(parts[1]), int(parts[-1])
+        except ValueError:
+            raise ValueError(f"grid axis {text!r}: lo and hi must be numbers and n an "
+                             "integer") from None
+        if n < 1:
+            raise ValueError(f"grid axis {text!r}: n must be at least 1")
+        if scale == "log":
+            if lo <= 0 or hi <= 0:
+                raise ValueError(f"grid axis {text!r}: a log axis needs lo, hi > 0")
+            values = np.geomspace(lo, hi, n).tolist()
+        elif scale == "lin":
+            values = np.linspace(lo, hi, n).tolist()
+        else:
+            raise ValueError(f"grid axis {text!r}: spacing must be log or lin, got {scale!r}")
+    else:
+        raise ValueError(f"grid axis must read name=lo:hi:log:n, name=lo:hi:n or "
+                         f"name=v1,v2,… (ranges for numeric settings only), got {text!r}")
+    if isinstance(p, param.Integer):
+        values = [int(round(v)) for v in values]
+    return name, values
+
+
+def check_grid(settings: Settings, grid: Mapping[str, Sequence]) -> dict[str, list]:
+    """The grid with every value checked against its setting's bounds.
+
+    Parameters
+    ----------
+    settings : Settings
+        The base settings (not changed).
+    grid : mapping of str to sequence
+        ``{setting: values}``, one axis per setting, in order.
+
+    Returns
+    -------
+    dict of str to list
+        The values converted to the setting's type (a number given for a text setting
+        such as ``value_diag`` becomes its text).
+
+    Raises
+    ------
+    ValueError
+        An empty grid or axis, an unknown setting, a repeated value, or a value out of
+        bounds (every problem listed, each naming the setting).
+    """
+    if not isinstance(grid, Mapping) or not grid:
+        raise ValueError("grid must be a non-empty mapping {setting: [values]}")
+    out, problems = {}, []
+    names = Settings.names()
+    for name, raw in grid.items():
+        if name not in names:
+            problems.append(f"grid: unknown setting {name!r}")
+            continue
+        values = [raw] if isinstance(raw, str) else list(np.asarray(raw, dtype=object).ravel())
+        if not values:
+            problems.append(f"grid: {name} has no values")
+            continue
+        p = Settings.param[name]
+        converted = []
+        for v in values:
+            if isinstance(v, np.generic):
+                v = v.item()
+            if isinstance(p, param.String) and isinstance(v, int | float) \
+                    and not isinstance(v, bool):
+                v = repr(float(v))
+            checked, errors = Settings.check({name: v})
+            if errors:
+                problems += [f"grid value {v!r} of {name}: {e}" for e in errors]
+            else:
+                converted.append(checked[name])
+        if len(set(converted)) != len(converted):
+            problems.append(f"grid: {name} repeats a value")
+        out[name] = converted
+    if problems:
+        raise ValueError("; ".join(problems))
+    return out
+
+
+def grid_points(grid: Mapping[str, list]) -> list[tuple[tuple[int, ...], dict]]:
+    """Every point of the grid, in C order: ``(index, {setting: value})``."""
+    names = list(grid)
+    ranges = [range(len(grid[n])) for n in names]
+    return [(idx, {n: grid[n][i] for n, i in zip(names, idx, strict=True)})
+            for idx in itertools.product(*ranges)]
+
+
+# -- one point ------------------------------------------------------------------------
+def trajectory_metrics(trajectory: Trajectory, names: Sequence[str]) -> dict[str, float]:
+    """The metrics of a run (Part I and common ones; Part II ones are NaN here).
+
+    Parameters
+    ----------
+    trajectory : Trajectory
+        A run of :func:`~dynamics.simulate`.
+    names : sequence of str
+        Metric names (:data:`METRICS`).
+
+    Returns
+    -------
+    dict of str to float
+        NaN where the model does not define the diagnostic a metric reads.
+    """
+    diag, t = trajectory.diagnostics, trajectory.times
+    out = {}
+    nan = math.nan
+
+    def series(key):
+        return np.asarray(diag[key], dtype=float) if key in diag else None
+
+    with np.errstate(all="ignore"):
+        for name in names:
+            value = nan
+            if name == "kl_mean":
+                kl = series("kl")
+                if kl is not None and len(t) > 1 and t[-1] > t[0]:
+                    value = float(np.trapezoid(kl, t) / (t[-1] - t[0]))
+                elif kl is not None:
+                    value = float(kl[0])
+            elif name == "kl_final":
+                kl = series("kl")
+                value = float(kl[-1]) if kl is not None else nan
+            elif name == "kl_ratio_max":
+                kl, bound = series("kl"), series("kl_bound")
+                if kl is not None and bound is not None and np.all(np.isfinite(bound)):
+                    keep = bound > 0
+                    ratio = kl[keep] / bound[keep]
+                    value = float(ratio.max()) if ratio.size else nan
+                    if np.any((bound == 0) & (kl > 0)):
+                        value = math.inf
+            elif name == "lag_amplitude":
+                value = _lag_amplitude(trajectory)
+            elif name == "dissipated":
+                d = series("dissipated")
+                value = float(d[-1]) if d is not None else nan
+            elif name == "energy_residual_max":
+                r = series("energy_residual")
+                value = float(np.max(np.abs(r))) if r is not None else nan
+            elif name == "diverged_at":
+                value = nan if trajectory.diverged_at is None else float(trajectory.diverged_at)
+            elif name == "t_final":
+                value = float(t[-1])
+            out[name] = value
+    return out
+
+
+def _lag_amplitude(trajectory: Trajectory) -> float:
+    """``max_i osc(log A_i − log A*_i)`` over the second half of the recorded frames, with
+    ``A* = rowsoftmax(β X M Xᵀ)`` (NaN for a model without attention)."""
+    from . import energy as en
+    from .simulation import Simulation
+
+    if trajectory.attention is None:
+        return math.nan
+    values = trajectory.settings
+    problem = Simulation(Settings(**values)).problem
+    M, beta = getattr(problem, "M", None), values["beta"]
+    if M is None:
+        return math.nan
+    start = len(trajectory.times) // 2
+    worst = 0.0
+    for A, X in zip(trajectory.attention[start:], trajectory.features[start:], strict=True):
+        if not np.all(A > 0):
+            return math.nan
+        log_star = en.log_rowsoftmax(beta * en.scores(X, M))
+        worst = max(worst, float(np.max(en.oscillation(np.log(A) - log_star))))
+    return worst
+
+
+def lab_metrics(values: Mapping, names: Sequence[str]) -> dict[str, float]:
+    """The Part II metrics of the settings ``values`` (the inertial lab's experiments).
+
+    ``blowup_time`` and ``first_order_blowup_time`` come from the lab's moment systems,
+    ``crossing_layer`` and ``predicted_layer`` from its kick-damp-drift layers of step
+    ``layer_h`` with threshold ``theta`` (Theory page, Part II). Infinite times and
+    missing layers are NaN.
+    """
+    wanted = [n for n in names if METRICS[n].part == 2]
+    if not wanted:
+        return {}
+    from . import models
+
+    if models.get(values["model"]).part != 2:
+        return dict.fromkeys(wanted, math.nan)
+    from .inertial.experiments import T_LIMIT, blowup_times, lab_data, lab_settings
+    from .inertial.layers import layer_crossing
+
+    s = lab_settings(dict(values))
+    data = lab_data(s)
+    out = {}
+    if {"blowup_time", "first_order_blowup_time"} & set(wanted):
+        first, accelerated = blowup_times(data)
+        out["blowup_time"] = _finite_or_nan(accelerated)
+        out["first_order_blowup_time"] = _finite_or_nan(first)
+    if {"crossing_layer", "predicted_layer"} & set(wanted):
+        crossing = layer_crossing(data.X0, data.A, data.V, s.layer_h, s.theta,
+                                  scheme="kick_damp_drift", damping=data.damping,
+                                  t_max=T_LIMIT)
+        out["crossing_layer"] = math.nan if crossing.layer is None else float(crossing.layer)
+        out["predicted_layer"] = (math.nan if crossing.predicted is None
+                                  else float(crossing.predicted))
+    return {n: out[n] for n in wanted}
+
+
+def _finite_or_nan(x: float) -> float:
+    x = float(x)
+    return x if math.isfinite(x) else math.nan
+
+
+def run_point(values: Mapping, t_end: float, metrics: Sequence[str], every: int = 1
+              ) -> dict:
+    """One grid point: ``simulate(Settings(**values), t_end, every)`` and its metrics.
+
+    Returns
+    -------
+    dict
+        ``{"status": …, "message": …, metric: float, …}``. A run that raises (settings
+        that cannot be built, an error inside the run) has status ``error``, its message,
+        and NaN metrics; it does not raise.
+    """
+    result = dict.fromkeys(metrics, math.nan)
+    try:
+        settings = Settings(**values)
+        trajectory = simulate(settings, t_end=t_end, every=every)
+        result.update(trajectory_metrics(trajectory, [m for m in metrics
+                                                      if METRICS[m].part != 2]))
+        status = {"running": "completed"}.get(trajectory.status, trajectory.status)
+        message = trajectory.message
+        result.update(lab_metrics(values, metrics))
+    except Exception as err:  # recorded, never raised: a sweep goes on
+        status, message = "error", f"{type(err).__name__}: {err}"
+    result["status"], result["message"] = status, message
+    return result
+
+
+def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
+              metrics: Sequence[str], every: int = 1) -> list[tuple[tuple[int, ...], dict]]:
+    """Run a batch of points (one dask task): ``[(index, run_point(...)), …]``."""
+    return [(index, run_point(values, t_end, metrics, every)) for index, values in batch]
+
+
+# -- the sweep ------------------------------------------------------------------------
+def cache_dir() -> str:
+    """The folder of cached sweeps: ``$ATTENTION_DYNAMICS_CACHE``, else
+    ``$XDG_CACHE_HOME/attention-dynamics/sweeps`` (``~/.cache/…`` by default)."""
+    if os.environ.get(CACHE_ENV):
+        return os.environ[CACHE_ENV]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "attention-dynamics", "sweeps")
+
+
+def sweep_key(base: Mapping, grid: Mapping, t_end: float, metrics: Sequence[str],
+              every: int) -> str:
+    """A SHA-256 of everything that fixes a sweep's result (and the package version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("attention-dynamics")
+    except PackageNotFoundError:
+        release = "unknown"
+    blob = json.dumps({"base": dict(base), "grid": {k: list(v) for k, v in grid.items()},
+                       "t_end": float(t_end), "metrics": list(metrics), "every": int(every),
+                       "version": release}, sort_keys=True, default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cache_path(key: str) -> str:
+    """The NetCDF file of the sweep with key ``key`` (:func:`sweep_key`)."""
+    return os.path.join(cache_dir(), f"{key}.nc")
+
+
+class SweepRun:
+    """A sweep that can be watched and cancelled.
+
+    Parameters
+    ----------
+    settings : Settings or mapping, optional
+        The base settings (defaults for the others); the grid's values replace theirs.
+    grid : mapping of str to sequence
+        ``{setting: values}``; every value is checked before anything runs.
+    t_end : float
+        Final time of every run.
+    metrics : sequence of str, optional
+        Names from :data:`METRICS`; by default those of the model's part
+        (:func:`default_metrics`).
+    client : distributed.Client, optional
+        Run on its cluster; by default an embedded ``LocalCluster`` with ``workers``
+        single-threaded workers is started and closed.
+    every : int
+        Record every ``every``-th step (the metrics read the recorded frames).
+    batch_size : int, optional
+        Points per task; by default about four tasks per worker thread.
+    workers : int, optional
+        Workers of the embedded cluster (default: the machine's cores).
+    processes : bool
+        The embedded cluster's workers are processes (True) or threads.
+    on_batch : callable, optional
+        Called as ``on_batch(results, done, total)`` after each finished batch, with
+        ``results`` a list of ``(index, point_result)`` (from the thread calling
+        :meth:`run`).
+    cache : bool
+        Read and write finished sweeps in :func:`cache_dir`.
+
+    Attributes
+    ----------
+    done, total : int
+        Points finished so far and in all.
+    cached : bool
+        The last :meth:`run` read its result from the cache.
+    """
+
+    def __init__(self, settings: Settings | Mapping | None = None, grid: Mapping | None = None,
+                 t_end: float = 10.0, metrics: Sequence[str] | None = None, client=None, *,
+                 every: int = 1, batch_size: int | None = None, workers: int | None = None,
+                 processes: bool = True, on_batch: Callable | None = None,
+                 cache: bool = False):
+        if settings is None:
+            settings = Settings()
+        elif not isinstance(settings, Settings):
+            settings = Settings(**dict(settings))
+        self.base = settings.values()
+        self.grid = check_grid(settings, grid if grid is not None else {})
+        if not (np.isfinite(t_end) and t_end > 0):
+            raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
+        if int(every) != every or every < 1:
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        models = self.grid.get("model", [self.base["model"]])
+        if metrics is None:
+            metrics = list(dict.fromkeys(m for model in models for m in default_metrics(model)))
+        elif isinstance(metrics, str):
+            metrics = [metrics]
+        unknown = [m for m in metrics if m not in METRICS]
+        if unknown or not metrics:
+            raise ValueError(f"metrics must be among {', '.join(METRICS)}, got "
+                             f"{', '.join(map(repr, unknown)) or 'none'}")
+        if batch_size is not None and (int(batch_size) != batch_size or batch_size < 1):
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if workers is not None and (int(workers) != workers or workers < 1):
+            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        self.t_end, self.every, self.metrics = float(t_end), int(every), list(metrics)
+        self.client, self.batch_size, self.workers = client, batch_size, workers
+        self.processes, self.on_batch, self.cache = processes, on_batch, cache
+        self.points = grid_points(self.grid)
+        self.total, self.done, self.cached = len(self.points), 0, False
+        self._cancel = threading.Event()
+        self._futures: list = []
+        self._client = None
+        self.results: dict[tuple[int, ...], dict] = {}
+
+    @property
+    def key(self) -> str:
+        """The cache key of this sweep (:func:`sweep_key`)."""
+        return sweep_key(self.base, self.grid, self.t_end, self.metrics, self.every)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def cancel(self) -> None:
+        """Stop the sweep: pending tasks are cancelled, :meth:`run` returns what finished
+        (the other points with status ``cancelled``). Safe from any thread."""
+        self._cancel.set()
+        client, futures = self._client, list(self._futures)
+        if client is not None and futures:
+            try:
+                client.cancel(futures)
+            except Exception:  # the cluster may be closing already
+                pass
+
+    def point_settings(self, index: tuple[int, ...]) -> Settings:
+        """The settings of the grid point ``index``."""
+        values = {n: self.grid[n][i] for n, i in zip(self.grid, index, strict=True)}
+        return Settings(**{**self.base, **values})
+
+    def run(self):
+        """Run the sweep (blocking) and return its ``xarray.Dataset``."""
+        if self.cache:
+            path = cache_path(self.key)
+            if os.path.exists(path):
+                import xarray as xr
+
+                with xr.open_dataset(path, engine="scipy") as ds:
+                    result = ds.load()
+                self.done, self.cached = self.total, True
+                if self.on_batch is not None:
+                    self.on_batch(_results_of(result, self), self.total, self.total)
+                return result
+        if self.client is not None:
+            self._execute(self.client)
+        else:
+            from distributed import Client, LocalCluster
+
+            n = self.workers or os.cpu_count() or 1
+            with LocalCluster(n_workers=n, threads_per_worker=1, processes=self.processes,
+                              **QUIET_CLUSTER) as cluster, Client(cluster) as client:
+                self._execute(client)
+        result = self.dataset()
+        if self.cache and not self.cancelled:
+            from .trajectory import _write_atomically
+
+            os.makedirs(cache_dir(), exist_ok=True)
+            _write_atomically(cache_path(self.key), bytes(result.to_netcdf(engine="scipy")))
+        return result
+
+    def _execute(self, client) -> None:
+        from distributed import as_completed
+
+        threads = sum(client.nthreads().values()) or 1
+        size = self.batch_size or max(1, math.ceil(self.total / (4 * threads)))
+        full = [(idx, {**self.base, **values}) for idx, values in self.points]
+        batches = [full[i:i + size] for i in range(0, len(full), size)]
+        self._client = client
+        if self._cancel.is_set():
+            return
+        self._futures = [client.submit(run_batch, batch, self.t_end, self.metrics, self.every,
+                                       pure=False) for batch in batches]
+        if self._cancel.is_set():  # cancelled while submitting
+            self.cancel()
+        try:
+            for future in as_completed(self._futures):
+                if future.cancelled() or self._cancel.is_set():
+                    continue
+                if future.status == "error":  # a task that could not run at all
+                    err = future.exception()
+                    batch = batches[self._futures.index(future)]
+                    results = [(idx, {**dict.fromkeys(self.metrics, math.nan),
+                                      "status": "error",
+                                      "message": f"{type(err).__name__}: {err}"})
+                               for idx, _ in batch]
+                else:
+                    results = future.result()
+                for idx, res in results:
+                    self.results[idx] = res
+                self.done += len(results)
+                if self.on_batch is not None:
+                    self.on_batch(results, self.done, self.total)
+        finally:
+            self._futures, self._client = [], None
+
+    def dataset(self):
+        """The results so far as an ``xarray.Dataset`` (points not run: ``cancelled``)."""
+        import xarray as xr
+
+        dims = list(self.grid)
+        shape = tuple(len(v) for v in self.grid.values())
+        data = {m: np.full(shape, np.nan) for m in self.metrics}
+        status = np.full(shape, "cancelled", dtype=object)
+        message = np.full(shape, "", dtype=object)
+        for idx, res in self.results.items():
+            for m in self.metrics:
+                data[m][idx] = res[m]
+            status[idx], message[idx] = res["status"], res["message"]
+        variables = {m: (dims, v, {"doc": METRICS[m].doc}) for m, v in data.items()}
+        variables["status"] = (dims, status, {"doc": "completed, diverged, failed, error "
+                                                     "or cancelled"})
+        variables["message"] = (dims, message, {"doc": "why the run stopped, if it did"})
+        attrs = {f"setting_{k}": (int(v) if isinstance(v, bool) else v)
+                 for k, v in self.base.items() if k not in self.grid}
+        attrs.update(t_end=self.t_end, every=self.every, swept=", ".join(dims),
+                     metrics=", ".join(self.metrics))
+        coords = {n: _coordinate(v) for n, v in self.grid.items()}
+        return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def _coordinate(values: list) -> np.ndarray:
+    """A dimension's coordinate: numbers as floats (also the one-number texts of
+    ``kernel_diag`` and ``value_diag``), other words as strings."""
+    try:
+        return np.array([float(v) for v in values])
+    except (TypeError, ValueError):
+        return np.asarray(values, dtype=object)
+
+
+def _results_of(ds, run: SweepRun) -> list:
+    """``[(index, point_result)]`` of a finished sweep's dataset (a cache hit)."""
+    out = []
+    for idx, _ in run.points:
+        res = {m: float(ds[m].values[idx]) for m in run.metrics}
+        res["status"], res["message"] = str(ds["status"].values[idx]), \
+            str(ds["message"].values[idx])
+        run.results[idx] = res
+        out.append((idx, res))
+    return out
+
+
+def sweep(settings: Settings | Mapping | None = None, grid: Mapping | None = None,
+          t_end: float = 10.0, metrics: Sequence[str] | None = None, client=None, **options):
+    """Run ``settings`` at every point of ``grid`` and keep a few metrics of each run.
+
+    Parameters
+    ----------
+    settings : Settings or mapping, optional
+        The base settings; the grid's values replace theirs.
+    grid : mapping of str to sequence
+        ``{"beta": [...], "gamma": [...]}``: one dimension per setting. Every value is
+        checked against its setting's bounds before anything runs.
+    t_end : float
+        Final time of every run.
+    metrics : sequence of str, optional
+        Names from :data:`METRICS` (default: those of the model's part).
+    client : distributed.Client, optional
+        Run on an existing cluster; by default on an embedded ``LocalCluster`` sized to
+        the machine, whose worker processes are spawned: a script calling ``sweep``
+        without a client needs the ``if __name__ == "__main__":`` guard, as any script
+        using ``multiprocessing``.
+    **options
+        ``every``, ``batch_size``, ``workers``, ``processes``, ``on_batch``, ``cache``
+        (:class:`SweepRun`).
+
+    Returns
+    -------
+    xarray.Dataset
+        One variable per metric and ``status``, ``message``; dimensions the swept
+        settings in grid order; attributes the base settings (``setting_<name>``),
+        ``t_end`` and ``every``. Each point equals a plain
+        ``simulate(settings.copy(**point), t_end, every)`` reduced by
+        :func:`trajectory_metrics` (and :func:`lab_metrics`), bit for bit.
+
+    Raises
+    ------
+    ValueError
+        A grid value out of bounds, an unknown setting or metric.
+
+    Examples
+    --------
+    >>> ds = sweep(Settings(model="attention", path="oscillation"),   # doctest: +SKIP
+    ...            grid={"beta": [0.5, 1, 2], "gamma": [0.1, 1, 10]}, t_end=5,
+    ...            metrics=["kl_mean", "lag_amplitude"])
+    """
+    return SweepRun(settings, grid, t_end, metrics, client, **options).run()
+
+
+def two_source_lag_amplitude(beta, gamma, omega, amplitude):
+    """The log-odds lag amplitude ``β δ ω / √(λ² + ω²)``, ``λ = γ/β``, of one row with two
+    sources whose score difference is ``δ sin(ωt)`` (Theory page: tracking the moving
+    softmax). Broadcasts over arrays."""
+    beta, gamma = np.asarray(beta, float), np.asarray(gamma, float)
+    omega, amplitude = np.asarray(omega, float), np.asarray(amplitude, float)
+    lam = gamma / beta
+    return beta * amplitude * omega / np.sqrt(lam**2 + omega**2)
+
+
+__all__ = ["CACHE_ENV", "METRICS", "STATUSES", "Metric", "SweepRun", "cache_dir",
+           "cache_path", "check_grid", "default_metrics", "grid_points", "lab_metrics",
+           "parse_axis", "run_batch", "run_point", "sweep", "sweep_key",
+           "trajectory_metrics", "two_source_lag_amplitude"]

@@ -1,0 +1,425 @@
+"""Parameter sweeps on dask.distributed (``dynamics.sweep``, ``python -m dynamics sweep``).
+
+Every point of a sweep is checked against a plain ``simulate`` of the same settings, bit
+for bit, on real ``LocalCluster`` workers (threads, and once processes); the metrics
+against independent computations (scipy's trapezoid, the frames' own softmax, closed
+forms of the Theory page's Part II, a ``solve_ivp`` of the two-source lag).
+"""
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+from distributed import Client, LocalCluster
+from scipy.integrate import solve_ivp, trapezoid
+
+from dynamics import Settings, Simulation, SweepRun, simulate, sweep
+from dynamics.cli import main
+from dynamics.sweeps import (
+    METRICS,
+    QUIET_CLUSTER,
+    check_grid,
+    default_metrics,
+    grid_points,
+    lab_metrics,
+    parse_axis,
+    trajectory_metrics,
+    two_source_lag_amplitude,
+)
+
+BASE = Settings(model="attention", path="oscillation", n_tokens=4, dim=2, dt=0.02)
+GRID = {"beta": [0.5, 1.0, 4.0], "gamma": [0.3, 3.0]}
+T_END = 1.0
+PART_ONE = default_metrics("attention")
+
+
+def _cluster(workers, processes=False):
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                        protocol="tcp://", **QUIET_CLUSTER)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two single-threaded workers in this process (real scheduler and workers over TCP)."""
+    with _cluster(2) as cluster, Client(cluster) as c:
+        yield c
+
+
+def plain(settings, point, t_end=T_END, every=1, metrics=PART_ONE):
+    """The metrics of a plain ``simulate`` of one point."""
+    run = simulate(settings.copy(**point), t_end=t_end, every=every)
+    return run, trajectory_metrics(run, metrics)
+
+
+def assert_same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    numeric = a.dtype.kind == "f" and b.dtype.kind == "f"
+    assert np.array_equal(a, b, equal_nan=numeric), (a, b)
+
+
+def test_import_dynamics_does_not_import_dask_or_xarray():
+    code = ("import sys, dynamics; print(sorted({'dask', 'distributed', 'xarray'} "
+            "& set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
+# -- the grid -----------------------------------------------------------------------------
+def test_parse_axis_spacings_lists_and_types():
+    name, values = parse_axis("beta=0.1:10:log:16")
+    assert name == "beta" and len(values) == 16
+    np.testing.assert_allclose(values[0], 0.1) and np.testing.assert_allclose(values[-1], 10)
+    np.testing.assert_allclose(np.diff(np.log(values)), np.log(100) / 15)
+    assert parse_axis("gamma=1:3:lin:3") == ("gamma", [1.0, 2.0, 3.0])
+    assert parse_axis("gamma=1:3:3") == ("gamma", [1.0, 2.0, 3.0])
+    assert parse_axis("n-tokens=2,4") == ("n_tokens", [2, 4])
+    assert parse_axis("path=rotation,drift") == ("path", ["rotation", "drift"])
+    for bad in ("beta", "beta=", "zeta=1,2", "beta=0:1:log:3", "beta=1:2:cubic:3",
+                "beta=a,b", "path=1:2:3", "beta=1:2:0"):
+        with pytest.raises(ValueError, match="grid axis"):
+            parse_axis(bad)
+
+
+def test_grid_out_of_bounds_is_refused_before_anything_runs():
+    class NoCluster:  # any use of the client would fail the test
+        def __getattr__(self, name):
+            raise AssertionError(f"the sweep touched its client ({name})")
+
+    with pytest.raises(ValueError, match=r"beta must be in \[0.001, 1000\], got 5000"):
+        sweep(BASE, grid={"beta": [1.0, 5000.0]}, client=NoCluster())
+    with pytest.raises(ValueError) as err:
+        sweep(BASE, grid={"gamma": [-1.0], "n_tokens": [1], "zeta": [1]}, client=NoCluster())
+    for text in ("gamma", "n_tokens", "unknown setting 'zeta'"):
+        assert text in str(err.value)
+    for grid in ({}, {"beta": []}, {"beta": [1.0, 1.0]}):
+        with pytest.raises(ValueError, match="grid"):
+            sweep(BASE, grid=grid, client=NoCluster())
+    with pytest.raises(ValueError, match="metrics"):
+        sweep(BASE, grid=GRID, metrics=["kl_median"], client=NoCluster())
+
+
+def test_grid_points_cover_the_product_in_order():
+    grid = check_grid(BASE, {"beta": [1, 2], "value_diag": [0.5, -1], "path": ["static"]})
+    assert grid == {"beta": [1.0, 2.0], "value_diag": ["0.5", "-1.0"], "path": ["static"]}
+    points = grid_points(grid)
+    assert [p[0] for p in points] == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)]
+    assert points[1][1] == {"beta": 1.0, "value_diag": "-1.0", "path": "static"}
+
+
+# -- metrics against independent computations --------------------------------------------
+def test_part_one_metrics_against_the_run_itself():
+    run = simulate(BASE.copy(beta=2.0, gamma=0.5), t_end=2.0, every=3)
+    m = trajectory_metrics(run, list(METRICS))
+    kl, t = run.diagnostics["kl"], run.times
+    assert m["kl_mean"] == pytest.approx(trapezoid(kl, t) / 2.0, rel=1e-12)
+    assert m["kl_final"] == kl[-1] and m["dissipated"] == run.diagnostics["dissipated"][-1]
+    assert m["kl_ratio_max"] == pytest.approx(
+        max(k / b for k, b in zip(kl, run.diagnostics["kl_bound"], strict=True) if b > 0))
+    assert 0 < m["kl_ratio_max"] <= 1  # the tracking bound holds
+    assert m["energy_residual_max"] == np.abs(run.diagnostics["energy_residual"]).max()
+    assert math.isnan(m["diverged_at"]) and m["t_final"] == pytest.approx(2.0)
+    assert all(math.isnan(m[k]) for k in METRICS if METRICS[k].part == 2)
+
+
+def test_lag_amplitude_against_the_frames_softmax():
+    """Recomputed from the frames' own ``A*`` (the diagnostics code), over the second half."""
+    settings = BASE.copy(beta=2.0, gamma=0.5)
+    sim, lags = Simulation(settings), []
+    n_steps = int(round(2.0 / settings.dt))
+    for k in range(n_steps + 1):
+        frame = sim.frame()
+        if k >= (n_steps + 1) // 2:
+            diff = np.log(frame.attention) - np.log(frame.softmax)
+            lags.append(np.max(diff.max(axis=1) - diff.min(axis=1)))
+        if k < n_steps:
+            sim.advance(1)
+    measured = trajectory_metrics(simulate(settings, t_end=2.0), ["lag_amplitude"])
+    assert measured["lag_amplitude"] == pytest.approx(max(lags), rel=1e-9)
+
+
+def test_two_source_lag_amplitude_against_solve_ivp():
+    """One row, two sources, score difference δ sin ωt: the log-odds lag obeys
+    ``dw/dt = −λ w − β δ ω cos ωt``; its late amplitude is the formula's."""
+    for beta, gamma, omega, delta in [(2.0, 1.0, 1.5, 0.3), (0.5, 3.0, 4.0, 1.0)]:
+        lam = gamma / beta
+        sol = solve_ivp(lambda t, w, lam=lam, b=beta * delta, om=omega: -lam * w
+                        - b * om * np.cos(om * t),
+                        (0, 40 / lam + 20), [0.0], rtol=1e-10, atol=1e-12, dense_output=True)
+        late = sol.sol(np.linspace(sol.t[-1] - 4 * np.pi / omega, sol.t[-1], 4001))[0]
+        assert np.max(np.abs(late)) == pytest.approx(
+            two_source_lag_amplitude(beta, gamma, omega, delta), rel=1e-4)
+
+
+def _scalar_blowup(alpha):
+    """Blow-up time of the scalar moment system ``ṡ = 2 a p s²``,
+    ``ṗ = −α p − 2 a s p² + v`` (a = v = 1, s(0) = 1/2, p(0) = 0) by ``solve_ivp``: the
+    time ``s`` reaches 1e14 (within 1e-6 of the blow-up)."""
+    def event(t, y):
+        return y[0] - 1e14
+
+    event.terminal = True
+    sol = solve_ivp(lambda t, y: [2 * y[1] * y[0] ** 2, -alpha * y[1] - 2 * y[0] * y[1] ** 2
+                                  + 1.0], (0, 10), [0.5, 0.0], method="DOP853", rtol=1e-13,
+                    atol=1e-14, events=event)
+    return float(sol.t_events[0][0])
+
+
+def test_part_two_metrics_against_closed_forms():
+    """Scalar case a = v = 1, s0 = 0.5, P(0) = 0, α = 0: accelerated blow-up at π/√2
+    (at α = 1 as a tight solve_ivp of the scalar system); first order at 1/(2 a v s0);
+    none when V ⪯ 0; the first crossing layer within a few layers of ⌈T_θ/h⌉."""
+    names = [k for k in METRICS if METRICS[k].part == 2]
+    values = Settings(model="linear_accelerated", alpha=0.0, second_moment=0.5).values()
+    m = lab_metrics(values, names)
+    assert m["blowup_time"] == pytest.approx(math.pi / math.sqrt(2), abs=1e-3)
+    assert m["first_order_blowup_time"] == pytest.approx(1.0, rel=1e-12)
+    assert abs(m["crossing_layer"] - m["predicted_layer"]) <= 3
+    damped = lab_metrics({**values, "alpha": 1.0}, names)
+    assert damped["blowup_time"] == pytest.approx(_scalar_blowup(1.0), abs=2e-4)
+    stable = lab_metrics({**values, "value_diag": "-1"}, names)
+    assert all(math.isnan(stable[k]) for k in names)
+    part_one = lab_metrics(BASE.values(), names)
+    assert all(math.isnan(part_one[k]) for k in names)
+
+
+# -- the distributed engine ----------------------------------------------------------------
+def test_sweep_equals_plain_simulate_bit_for_bit(client):
+    ds = sweep(BASE, GRID, t_end=T_END, client=client)
+    assert list(ds.sizes.items()) == [("beta", 3), ("gamma", 2)]
+    assert set(PART_ONE) <= set(ds.data_vars)
+    assert ds.attrs["setting_path"] == "oscillation" and ds.attrs["t_end"] == T_END
+    assert "setting_beta" not in ds.attrs  # a swept setting is a coordinate
+    for i, beta in enumerate(GRID["beta"]):
+        for j, gamma in enumerate(GRID["gamma"]):
+            _, expected = plain(BASE, {"beta": beta, "gamma": gamma})
+            for name, value in expected.items():
+                assert_same_bits(ds[name].values[i, j], value)
+            assert ds["status"].values[i, j] == "completed"
+
+
+def test_stochastic_logits_are_seeded_per_point(client):
+    """With logit noise each point is still a plain ``simulate`` of its settings (its noise
+    drawn from its seed), whatever the worker that runs it."""
+    noisy = Settings(model="canonical", n_tokens=4, dim=2, dt=0.02, logit_noise=0.5)
+    ds = sweep(noisy, {"beta": [0.5, 2.0], "seed": [0, 1]}, t_end=T_END, client=client,
+               batch_size=1)
+    for i, beta in enumerate([0.5, 2.0]):
+        for j, seed in enumerate([0, 1]):
+            _, expected = plain(noisy, {"beta": beta, "seed": seed})
+            assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
+    assert ds["kl_mean"].values[0, 0] != ds["kl_mean"].values[0, 1]  # the seed matters
+
+
+def test_result_does_not_depend_on_workers_or_batching(client):
+    reference = sweep(BASE, GRID, t_end=T_END, client=client, batch_size=1)
+    for batch_size in (2, 4, None):
+        xr.testing.assert_identical(
+            sweep(BASE, GRID, t_end=T_END, client=client, batch_size=batch_size), reference)
+    with _cluster(1) as cluster, Client(cluster) as one:
+        xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=one), reference)
+
+
+def test_diverged_and_broken_points_are_recorded_not_raised(client):
+    ds = sweep(BASE, {"norm_limit": [1.0, 1e6]}, t_end=T_END, client=client)
+    assert list(ds["status"].values) == ["diverged", "completed"]
+    run, _ = plain(BASE, {"norm_limit": 1.0})
+    assert ds["diverged_at"].values[0] == run.diverged_at and "diverged at" in \
+        ds["message"].values[0]
+    assert math.isnan(ds["diverged_at"].values[1])
+    broken = sweep(Settings(model="linear_accelerated", dim=2),
+                   {"value_diag": ["1", "1,2,3"]}, t_end=0.1, client=client)
+    assert list(broken["status"].values) == ["completed", "error"]
+    assert "value" in broken["message"].values[1]
+    assert all(math.isnan(broken[m].values[1]) for m in default_metrics("linear_accelerated"))
+    assert np.isfinite(broken["blowup_time"].values[0])
+
+
+def test_cancel_keeps_finished_points_and_marks_the_rest(client):
+    grid = {"beta": list(np.geomspace(0.5, 4, 8)), "gamma": [0.5, 2.0]}
+    seen = []
+
+    def cancel_after_first(results, done, total):
+        seen.append(done)
+        run.cancel()
+
+    run = SweepRun(BASE, grid, t_end=T_END, client=client, batch_size=1,
+                   on_batch=cancel_after_first)
+    ds = run.run()
+    status = ds["status"].values
+    finished = status != "cancelled"
+    assert seen[0] == 1 and 1 <= finished.sum() < 16 and run.cancelled
+    assert np.all(np.isnan(ds["kl_mean"].values[~finished]))
+    for i, j in zip(*np.nonzero(finished), strict=True):
+        _, expected = plain(BASE, {"beta": grid["beta"][i], "gamma": grid["gamma"][j]})
+        assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_same_bits(client):
+    """An embedded cluster of two worker processes against the in-process one."""
+    reference = sweep(BASE, GRID, t_end=T_END, client=client)
+    xr.testing.assert_identical(
+        sweep(BASE, GRID, t_end=T_END, workers=2, processes=True), reference)
+
+
+# -- the command line ----------------------------------------------------------------------
+def test_cli_sweep_writes_netcdf_and_reuses_its_cache(client, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ATTENTION_DYNAMICS_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "sweep.nc"
+    argv = ["sweep", "--model", "attention", "--path", "oscillation", "--n-tokens", "4",
+            "--dim", "2", "--dt", "0.02", "--grid", "beta=0.5:4:log:3", "--grid",
+            "gamma=0.3,3", "--t-end", "1", "--metric", "kl_mean", "--metric", "kl_final",
+            "--out", str(out), "--scheduler", client.scheduler.address]
+    assert main(argv) == 0
+    first = capsys.readouterr()
+    assert "\rsweep [" in first.err and "] 6/6 points\n" in first.err  # the progress bar
+    assert json.loads(first.out) == {"out": str(out), "points": 6,
+                                     "status": {"completed": 6}, "cached": False}
+    with xr.open_dataset(out, engine="scipy") as ds:
+        ds = ds.load()
+    assert set(ds.data_vars) == {"kl_mean", "kl_final", "status", "message"}
+    np.testing.assert_allclose(ds["beta"].values, [0.5, math.sqrt(2), 4.0])
+    _, expected = plain(BASE, {"beta": 4.0, "gamma": 3.0}, metrics=["kl_mean"])
+    assert_same_bits(ds["kl_mean"].values[2, 1], expected["kl_mean"])
+    assert len(os.listdir(tmp_path / "cache")) == 1
+    out.unlink()
+    assert main(argv) == 0
+    second = capsys.readouterr()
+    assert json.loads(second.out)["cached"] is True and "reused the cached sweep" in second.err
+    with xr.open_dataset(out, engine="scipy") as again:
+        xr.testing.assert_identical(again.load(), ds)
+
+
+def test_cli_sweep_bad_grid_exits_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "--grid", "beta=0.1:5000:log:4", "--out", str(tmp_path / "x.nc")])
+    assert exit_.value.code == 2
+    assert "beta must be in [0.001, 1000]" in capsys.readouterr().err
+    assert not (tmp_path / "x.nc").exists()
+
+
+# -- a cluster started by hand -------------------------------------------------------------
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dask(*args):
+    exe = os.path.join(os.path.dirname(sys.executable), "dask")
+    return subprocess.Popen([exe, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _stop(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    proc.stderr.close()
+
+
+@pytest.mark.slow
+def test_scheduler_and_two_worker_processes_started_by_hand(tmp_path, monkeypatch):
+    """``dask scheduler`` and two ``dask worker`` processes on localhost: the CLI's
+    ``--scheduler`` sweep equals the in-process one; a worker killed mid-sweep has its
+    tasks rerun by the scheduler, and the sweep still completes with the same bits."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [_dask("scheduler", "--host", "127.0.0.1", "--port", str(port),
+                   "--dashboard-address", ":0")]
+    try:
+        for name in ("w1", "w2"):
+            procs.append(_dask("worker", address, "--nthreads", "1", "--name", name,
+                               "--no-dashboard", "--no-nanny"))
+        with Client(address, timeout=60) as c:
+            c.wait_for_workers(2, timeout=60)
+            reference = sweep(BASE, GRID, t_end=T_END, client=c)
+            with _cluster(2) as cluster, Client(cluster) as local:
+                xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=local),
+                                            reference)
+            # the CLI against the same cluster
+            monkeypatch.setenv("ATTENTION_DYNAMICS_CACHE", str(tmp_path / "cache"))
+            out = tmp_path / "cli.nc"
+            proc = subprocess.run(
+                [sys.executable, "-m", "dynamics", "sweep", "--model", "attention", "--path",
+                 "oscillation", "--n-tokens", "4", "--dim", "2", "--dt", "0.02", "--grid",
+                 "beta=0.5,1,4", "--grid", "gamma=0.3,3", "--t-end", "1", "--out", str(out),
+                 "--scheduler", address, "--no-cache"],
+                capture_output=True, text=True, timeout=300)
+            assert proc.returncode == 0, proc.stderr
+            with xr.open_dataset(out, engine="scipy") as ds:
+                for name in reference.data_vars:
+                    assert_same_bits(ds[name].values, reference[name].values)
+            # kill a worker while it holds tasks: the scheduler reruns them elsewhere
+            grid = {"beta": list(np.geomspace(0.5, 4, 6)), "gamma": [0.3, 3.0]}
+            killed = []
+
+            def kill_one(results, done, total):
+                if not killed:
+                    procs[1].kill()
+                    killed.append(done)
+
+            run = SweepRun(BASE, grid, t_end=4.0, client=c, batch_size=1, on_batch=kill_one)
+            ds = run.run()
+            assert killed and run.done == 12 and np.all(ds["status"].values == "completed")
+            assert procs[1].wait(10) != 0  # w1 was killed, not closed
+            deadline = time.monotonic() + 30
+            while len(c.scheduler_info()["workers"]) > 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert [w["name"] for w in c.scheduler_info()["workers"].values()] == ["w2"]
+            for (i, j), _ in grid_points({k: range(len(v)) for k, v in grid.items()})[::5]:
+                _, expected = plain(BASE, {"beta": grid["beta"][i], "gamma": grid["gamma"][j]},
+                                    t_end=4.0)
+                assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_a_cli_sweep_and_leaves_no_worker(tmp_path):
+    """SIGINT during ``python -m dynamics sweep`` on its embedded cluster of worker
+    processes: exit status 130, no output file, the worker processes gone."""
+    import signal
+
+    import psutil
+
+    out = tmp_path / "never.nc"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dynamics", "sweep", "--model", "canonical", "--grid",
+         "beta=0.1:10:log:8", "--grid", "gamma=0.1:10:log:8", "--t-end", "5", "--out",
+         str(out), "--workers", "2", "--batch-size", "1", "--no-cache"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        children = []
+        while time.monotonic() < deadline:  # until the workers run
+            children = psutil.Process(proc.pid).children(recursive=True)
+            if len(children) >= 2 and proc.poll() is None:
+                time.sleep(3)
+                break
+            time.sleep(0.2)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 2
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and "sweep cancelled" in err
+    assert not out.exists()
+    gone, alive = psutil.wait_procs(children, timeout=20)
+    assert alive == []

@@ -1,0 +1,42 @@
+"""Browser tier: the Sweep tab runs a sweep on the server's embedded dask cluster, fills
+its map and loads a clicked cell into the live view (marker ``ui``)."""
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.ui
+
+#: The number of finite cells of the map (the default metric, kl_mean) and the active tab.
+STATE = """
+() => {
+  const models = [...Bokeh.documents[0]._all_models.values()];
+  const meshes = models.filter(m => m.data instanceof Object && "kl_mean" in m.data);
+  const tabs = models.find(m => m.tabs !== undefined && m.active !== undefined);
+  const finite = Math.max(0, ...meshes.map(
+      m => [...m.data.kl_mean].filter(Number.isFinite).length));
+  return [finite, tabs ? tabs.active : -1];
+}
+"""
+
+
+@pytest.mark.slow
+def test_sweep_tab_fills_its_map_and_loads_a_clicked_cell(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.get_by_text("Sweep", exact=True).first.click()
+    cells = page.get_by_label("Cells")
+    cells.wait_for(timeout=30000)
+    cells.fill("3")
+    cells.press("Enter")
+    t_end = page.get_by_label("T end")
+    t_end.fill("0.5")
+    t_end.press("Enter")
+    page.get_by_role("button", name="Run").last.click()
+    page.get_by_text(re.compile(r"done: 9 points")).first.wait_for(timeout=180000)
+    assert page.evaluate(STATE)[0] == 9
+    canvas = page.locator(".bk-Canvas >> visible=true").last
+    box = canvas.bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.45, box["y"] + box["height"] * 0.5)
+    page.wait_for_function(f"() => ({STATE})()[1] === 0", timeout=30000)
+    assert console_errors == []
