@@ -131,7 +131,7 @@ def _write_atomically(path, payload: bytes) -> None:
 
 
 def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int = 1,
-             **values) -> Trajectory:
+             *, arrays: dict | None = None, **values) -> Trajectory:
     """Run ``settings`` from ``t = 0`` to ``t_end``, recording every ``every`` steps.
 
     Parameters
@@ -142,6 +142,9 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         Final time (> 0); the run takes ``round(t_end / dt)`` steps.
     every : int
         Record a frame every ``every`` steps (the first and last are always kept).
+    arrays : dict, optional
+        Your own arrays, passed to :class:`Simulation` (``features``, ``momenta``,
+        ``attention``, ``score_matrix``, ``value_matrix``, ``kernel``, ``value``).
 
     Returns
     -------
@@ -154,7 +157,7 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
     if int(every) != every or every < 1:
         raise ValueError(f"every must be a positive integer, got {every!r}")
-    sim = Simulation(settings)
+    sim = Simulation(settings, **(arrays or {}))
     n_steps = max(1, int(round(t_end / settings.dt)))
     frames = [sim.frame()]
     done = 0
