@@ -239,3 +239,25 @@ def test_readable_scales():
                                    rtol=1e-12, atol=1e-10)
     values = Settings(weights="minilm", sentence=0, layer=2, head=3).values()
     assert confinement_bound(values) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_real_head_preset_does_what_its_caption_says():
+    """"A real head relaxing": the row of 'it' ends on 'animal', KL falls with slope −2λ."""
+    import app.presets  # noqa: F401  (the preset file, as the app reads it)
+
+    preset = next(p for p in app.presets.load_presets() if p["name"] == "A real head relaxing")
+    settings = Settings(**{**preset["settings"], "dt": 0.05})
+    sim = Simulation(settings)
+    tokens = sim.frame().tokens
+    kls, times = [], []
+    for _ in range(8):
+        frame = sim.step(25)
+        kls.append(frame.diagnostics["kl"])
+        times.append(frame.t)
+    it = tokens.index("it")
+    assert tokens[int(np.argmax(frame.attention[it]))] == "animal"
+    slope = np.polyfit(times[3:], np.log(kls[3:]), 1)[0]
+    assert slope == pytest.approx(-2 * settings.gamma / settings.beta, rel=0.02)
+    sharp = Simulation(settings.copy(beta=4.0, init_attention="softmax")).frame()
+    assert sharp.softmax[it].max() > frame.softmax[it].max()  # β up: sharper on 'animal'
+    assert tokens[int(np.argmax(sharp.softmax[it]))] == "animal"
