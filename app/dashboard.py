@@ -25,6 +25,7 @@ from .explain import Explanation
 from .heatmaps import Heatmaps
 from .models import COMPARISON_MODEL, not_applicable
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
+from .real_heads import RealHeads
 from .resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
 from .theory import Theory, TheoryLinks
@@ -77,6 +78,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.heatmaps = Heatmaps(self.settings.n_tokens)
         self.timeseries = TimeSeries()
         self.trajectories = Trajectories()
+        self.real_heads = RealHeads(self)  # words on the axes, the heads' grid, the upload
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])
         self.controls = Controls(self)
         self.status = pn.pane.Markdown("", styles=dict(STATUS_STYLE), sizing_mode="stretch_width",
@@ -240,7 +242,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 pn.widgets.Select.from_param(self.heatmaps.param.color_scale,
                                              label="Colour scale of A and A*",
                                              sizing_mode="stretch_width"))
-        part_one = layout.main_tab(self, (self.controls, *view, self.downloads))
+        part_one = layout.main_tab(self, (self.controls, *view, self.downloads,
+                                          self.real_heads))
         # The lab and the Theory page are built when their tab is first opened: a
         # session costs the server (and the page) only what it shows.
         lab = pn.Column(sizing_mode="stretch_width")

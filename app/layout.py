@@ -28,6 +28,7 @@ def plots(dashboard) -> pn.FlexBox:
     """
     ts = dashboard.timeseries
     figures = (*dashboard.heatmaps.figures, dashboard.trajectories.fig,
+               dashboard.real_heads.grid_fig,
                ts.fig_kl, ts.fig_kl_log, ts.fig_energy, ts.fig_rate, ts.fig_distance)
     return pn.FlexBox(*(pn.pane.Bokeh(f, margin=(4, 6)) for f in figures),
                       flex_wrap="wrap", align_items="flex-start",

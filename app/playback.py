@@ -197,6 +197,7 @@ class Playback(param.Parameterized):
         self.timeseries.update(frame, distance, flush=not batched)
         self.timeseries.mark_changes(self.sim.changes)
         self.trajectories.update(frame, ref)
+        self.real_heads.update(frame)
 
     def _reference_stopped(self, ref) -> bool:
         """Whether the comparison run has diverged (its frame ``ref`` not finite, or its

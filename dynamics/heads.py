@@ -132,11 +132,13 @@ class Heads:
     heads: tuple
     layer: int
 
+    @functools.cached_property
     def readable_scale(self) -> float:
         """``c = (2√N Σ_h ‖M̃_h‖₂)^{−1/2}``: runs use ``X̃/c`` and ``c² M̃_h``."""
         norms = np.linalg.matrix_norm(self.score_matrices, ord=2)
         return 1.0 / math.sqrt(2.0 * math.sqrt(len(self.tokens)) * float(np.sum(norms)))
 
+    @functools.cached_property
     def value_scale(self) -> float:
         """``1/(4ρ)``, ``ρ`` the spectral radius of ``Σ_h W̃_V,h``."""
         rho = float(np.max(np.abs(np.linalg.eigvals(self.value_matrices.sum(axis=0)))))
@@ -145,9 +147,9 @@ class Heads:
     def scaled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(X̃/c, c² M̃, W̃_V/(4ρ))``: the same scores (and attention) at the readable
         scales of the module docstring."""
-        c = self.readable_scale()
+        c = self.readable_scale
         return (self.features / c, self.score_matrices * c**2,
-                self.value_matrices * self.value_scale())
+                self.value_matrices * self.value_scale)
 
 
 def _index(value, choices, name):
@@ -159,8 +161,10 @@ def _index(value, choices, name):
     return choices.index(int(value))
 
 
+@functools.lru_cache(maxsize=16)
 def heads_of(sentence: int, layer: int, head: int | str = "all", path=None) -> Heads:
-    """The heads of a heads file (default: the shipped MiniLM heads).
+    """The heads of a heads file (default: the shipped MiniLM heads), shared between
+    callers (read its arrays, never write them).
 
     Parameters
     ----------

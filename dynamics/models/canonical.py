@@ -126,7 +126,7 @@ $H(t) - H(0) + \int_0^t D\,ds = 0$.</p>""",
              "model.",
     # heads="all" (weights="minilm"): every head of the layer (Theory: several heads)
     build=multi_head.either_build(_build),
-    reproblem=multi_head.either(part_one.retrack, part_one.same_state),
+    reproblem=multi_head.either(part_one.retrack, multi_head.retrack),
     stepper=multi_head.either_stepper(TrackedEtdVerlet),
     energy=multi_head.either(_energy, multi_head.energy),
     diagnostics=multi_head.either(_diagnostics, multi_head.diagnostics),

@@ -25,6 +25,7 @@ import numpy as np
 from scipy.special import log_softmax, softmax
 
 from .. import heads as real_heads
+from ..energy import oscillation
 from ..initial import draw_initial_data
 from ..state import State
 from ..steppers.base import Stepper
@@ -91,7 +92,12 @@ class MultiHeadStrang(Stepper):
     velocity Verlet moves ``(X, P)`` over ``h`` at frozen attention, the heads relax over
     ``h/2`` again. While features are frozen the free energy falls by exactly the energy
     the relaxation dissipates, so ``dissipated`` adds that fall (``∫D`` of each half step,
-    exact); the balance's residual is Verlet's energy error, ``O(h²)``."""
+    exact); the balance's residual is Verlet's energy error, ``O(h²)``.
+
+    The tracking bound ``B`` (H, N) bounds the scheme's own log-odds ``W = Z − βS`` per
+    head and row: a relaxation multiplies ``W`` by ``e^{−λh/2}``, the move of the features
+    changes it by ``−β(S₁ − S₀)``, so ``B ← e^{−λh/2} B`` and ``B ← B + β osc(S₁ − S₀)``.
+    """
 
     order = 2
 
@@ -104,17 +110,18 @@ class MultiHeadStrang(Stepper):
 
     def step(self, state, carry, h):
         prob = self.problem
-        S = scores(state.X, prob.M)
-        Z, spent = self._relax(state.X, state.Z, S, h / 2)
+        decay = math.exp(-prob.relaxation_rate * h / 2)
+        S0 = scores(state.X, prob.M)
+        Z, spent = self._relax(state.X, state.Z, S0, h / 2)
         A = softmax(Z, axis=-1)
         P = state.P + 0.5 * h * momentum_force(prob, state.X, state.P, A)
         X = state.X + h * P / prob.mass
         P = P + 0.5 * h * momentum_force(prob, X, P, A)
         S = scores(X, prob.M)
         Z, spent2 = self._relax(X, Z, S, h / 2)
+        B = decay * (decay * state.B + prob.beta * oscillation(S - S0))
         return replace(state, t=state.t + h, X=X, P=P, Z=Z, A=softmax(Z, axis=-1), S=S,
-                       S_dot=None, B=None,
-                       dissipated=state.dissipated + spent + spent2), None
+                       S_dot=None, B=B, dissipated=state.dissipated + spent + spent2), None
 
 
 def build(values, given):
@@ -145,7 +152,8 @@ def build(values, given):
     else:
         Z = np.broadcast_to(data.Z, S.shape).copy()
     Z = Z - Z.max(axis=-1, keepdims=True)
-    return prob, State(t=0.0, X=X, P=P, Z=Z, A=softmax(Z, axis=-1), S=S)
+    return prob, State(t=0.0, X=X, P=P, Z=Z, A=softmax(Z, axis=-1), S=S,
+                       B=oscillation(Z - prob.beta * S))
 
 
 def energy(prob, state, log_a=None):
@@ -173,7 +181,8 @@ def diagnostics(prob, state, energy0):
         "hamiltonian": E, "kinetic_energy": kinetic,
         "dissipation_rate": dissipation_rate(prob, st.A, log_a, S),
         "dissipated": st.dissipated, "work": st.work, "kl": kl, "kl_target": kl,
-        "kl_bound": math.nan, "energy_residual": E - energy0 - st.work + st.dissipated,
+        "kl_bound": float(np.sum(st.B**2) / 8.0),
+        "energy_residual": E - energy0 - st.work + st.dissipated,
         "entropy_mean": float(np.mean(-np.sum(st.A * log_a, axis=-1))),
         "min_attention": float(st.A.min()),
         "row_sum_error": float(np.max(np.abs(st.A.sum(axis=-1) - 1.0))),
@@ -184,6 +193,14 @@ def diagnostics(prob, state, energy0):
     arrays = {"attention": st.A[prob.shown].copy(), "softmax": softmax_shown,
               "target": softmax_shown, "kl_rows": kl_rows.sum(axis=0), "heads": st.A.copy()}
     return diag, arrays
+
+
+def retrack(prob, state, values):
+    """After a setting change: the new problem, and the bound still a bound (a change of
+    β moves ``W = Z − βS`` by ``−Δβ S``: ``B`` grows by ``|Δβ| osc(S)``)."""
+    new = prob.with_values(values)
+    B = state.B + abs(new.beta - prob.beta) * oscillation(scores(state.X, prob.M))
+    return new, replace(state, B=B)
 
 
 def reference(prob, state):
