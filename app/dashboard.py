@@ -175,7 +175,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self.reference is not None:
             self._sync_reference()
             self.reference.reset()
-        n, d = self.settings.n_tokens, self.settings.dim
+        n, d = self.sim.state.X.shape  # (a real sentence brings its own N and d)
         per_frame = 8 * (3 * n * n + 2 * n * d + 32)
         self.history = deque(maxlen=int(min(5000, max(50, HISTORY_BYTES // per_frame))))
         self._ticks.clear()

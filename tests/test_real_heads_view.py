@@ -34,6 +34,10 @@ def test_minilm_words_label_the_axes_and_the_tokens():
     np.testing.assert_array_equal(dash.real_heads.words.data["x"],
                                   dash.trajectories.tokens.data["x"])
     assert not dash.real_heads.grid_fig.visible
+    # the frame history is sized by the sentence's N = 9 and d = 385, not by n_tokens, dim
+    from app.dashboard import HISTORY_BYTES
+
+    assert dash.history.maxlen <= HISTORY_BYTES // (8 * 2 * 9 * 385)
     dash.settings.weights = "seed"  # back to numbered tokens
     assert dash.heatmaps.figures[0].xaxis[0].major_label_overrides == {}
     assert dash.real_heads.words.data["word"] == []
