@@ -21,7 +21,9 @@ Conventions (written once here, tested in ``tests/test_heads.py``). A head of wi
   ``Σ_j A_ij W_V x_j``). The value bias adds the constant ``W_O,h b_V`` (rows of ``A`` sum
   to 1), kept exactly by the constant column: ``W̃_V = [[W_V, W_O,h b_V], [0, 0]]``, so
   ``W̃_V x̃_j = (W_V x_j + W_O,h b_V, 0)``: the value flows leave the constant coordinate
-  where it is. (The Hamiltonian models do move it: it is a feature like the others there.)
+  where it is, and the Hamiltonian models hold it fixed (no force, no momentum:
+  ``Problem.fixed``). The prescribed paths of the attention-only model (rotation,
+  oscillation, ...) do move it, as any coordinate.
 
 Readable scales. Real features have ``d = 384`` (385 with the constant column) and the
 scores a trained head makes. Runs use ``X/c`` and ``c² M̃`` (scores and ``A*`` unchanged;

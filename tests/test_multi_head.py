@@ -94,6 +94,7 @@ def test_scheme_is_second_order_and_keeps_the_balance():
     assert res_slope > 1.7, residuals
 
 
+@pytest.mark.slow
 def test_minilm_layer_with_all_heads():
     s = Settings(model="canonical", weights="minilm", heads="all", sentence=4, layer=5,
                  head=6, dt=0.01)

@@ -27,8 +27,8 @@ def feature_velocity(prob, X, P, A):
 
 
 def momentum_force(prob, X, P, A):
-    """``Ṗ = −∂H/∂X = f(A, X) − kX``, shape (N, d)."""
-    return part_one.feature_force(A, X, prob.M) - prob.confinement * X
+    """``Ṗ = −∂H/∂X = f(A, X) − kX``, shape (N, d) (0 on fixed coordinates)."""
+    return part_one.pin(prob, part_one.feature_force(A, X, prob.M) - prob.confinement * X)
 
 
 def effective_scores(prob, X, P, A, S=None):
@@ -63,7 +63,7 @@ class CanonicalProblem(part_one.Problem):
         force += A @ (X @ self.M.T if XMt is None else XMt)
         if self.confinement:
             force -= self.confinement * X
-        return force, None
+        return part_one.pin(self, force), None
 
 
 def coupled_reference(prob, state, velocity, force, effective):

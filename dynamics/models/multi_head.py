@@ -51,8 +51,8 @@ def feature_force(A, X, M):
 
 
 def momentum_force(prob, X, P, A):
-    """``Ṗ = −∂H/∂X = Σ_h f(A_h, X) − kX``, shape (N, d)."""
-    return feature_force(A, X, prob.M) - prob.confinement * X
+    """``Ṗ = −∂H/∂X = Σ_h f(A_h, X) − kX``, shape (N, d) (0 on the constant column)."""
+    return part_one.pin(prob, feature_force(A, X, prob.M) - prob.confinement * X)
 
 
 def feature_velocity(prob, X, P, A):
@@ -139,10 +139,10 @@ def build(values, given):
     data = draw_initial_data(N, d, values["seed"])
     prob = MultiHeadProblem(M=M, W_V=W_V, beta=values["beta"], gamma=values["gamma"],
                             mass=values["mass"], confinement=values["confinement"],
-                            tokens=layer.tokens, shown=shown)
+                            tokens=layer.tokens, shown=shown, fixed=1)
     P = np.zeros((N, d))
     if values.get("init_momentum") == "random":
-        P = float(np.sqrt(np.mean(X * X))) * data.P
+        P = part_one.pin(prob, float(np.sqrt(np.mean(X * X))) * data.P)
     S = scores(X, M)
     init = values.get("init_attention", "uniform")
     if init == "softmax":

@@ -40,6 +40,10 @@ class Problem:
         The prescribed feature path (attention-only model).
     tokens : tuple of str
         The tokens' words (a real sentence), or empty.
+    fixed : int
+        How many trailing feature coordinates are held fixed, with no force and no
+        momentum (1 for a real head: its constant feature column, Theory page "A real
+        head on a real sentence").
     """
 
     M: np.ndarray
@@ -51,6 +55,7 @@ class Problem:
     confinement: float = 0.0
     path: FeaturePath | None = None
     tokens: tuple = ()
+    fixed: int = 0
 
     @property
     def relaxation_rate(self) -> float:
@@ -67,6 +72,13 @@ class Problem:
 def feature_force(A, X, M):
     """``f(A, X) = −∇_X F(A; X) = A X Mᵀ + Aᵀ X M``, shape (N, d)."""
     return A @ (X @ M.T) + A.T @ (X @ M)
+
+
+def pin(prob, force):
+    """``force`` with its last ``prob.fixed`` columns set to 0 (in place; returned)."""
+    if prob.fixed:
+        force[:, -prob.fixed:] = 0.0
+    return force
 
 
 def confinement_energy(prob, X):
@@ -132,11 +144,11 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
                         gamma=values.get("gamma", 1.0), mass=values.get("mass", 1.0),
                         kappa=values.get("kappa", 0.0),
                         confinement=values.get("confinement", 0.0), path=feature_path,
-                        tokens=tokens)
+                        tokens=tokens, fixed=0 if real is None else 1)
     X, X_dot = feature_path(0.0) if path else (X_in, np.zeros((N, d)))
     P = np.zeros((N, d))
     if momentum and values.get("init_momentum") == "random":
-        P = unit * data.P
+        P = pin(prob, unit * data.P)
     if momentum and "momenta" in given:
         P = given["momenta"]
     S = en.scores(X, prob.M)
