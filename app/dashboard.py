@@ -29,6 +29,7 @@ from .models import COMPARISON_MODEL, not_applicable
 from .pinned import PinnedRuns
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
 from .projector import Projector
+from .real_heads import RealHeads
 from .resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
 from .theory import Theory, TheoryLinks
@@ -92,6 +93,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.timeseries = TimeSeries()
         self.trajectories = Trajectories()
         self.clustering = Clustering()
+        self.real_heads = RealHeads(self)  # words on the axes, the heads' grid, the upload
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])
         self.controls = Controls(self)
         self.status = pn.pane.Markdown("", styles=dict(STATUS_STYLE), sizing_mode="stretch_width",
@@ -223,7 +225,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self.reference is not None:
             self._sync_reference()
             self.reference.reset()
-        n, d = self.settings.n_tokens, self.settings.dim
+        n, d = self.sim.state.X.shape  # (a real sentence brings its own N and d)
         per_frame = 8 * (3 * n * n + 2 * n * d + 32)
         self.history = deque(maxlen=int(min(5000, max(50, HISTORY_BYTES // per_frame))))
         self._ticks.clear()
@@ -313,7 +315,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                                              sizing_mode="stretch_width"),
                 self.clustering.rescaled_toggle)
         part_one = layout.main_tab(self, (self.controls, *view, self.downloads,
-                                          self.slide_downloads, self.pinned.panel()))
+                                          self.slide_downloads, self.pinned.panel(),
+                                          self.real_heads))
         tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
                                         disabled=not self.tour.steps)
         tour_button.on_click(server.locked(lambda event: self.param.update(

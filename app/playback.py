@@ -198,6 +198,7 @@ class Playback(param.Parameterized):
         self.timeseries.mark_changes(self.sim.changes)
         self.trajectories.update(frame, ref)
         self.clustering.update(frame, self.sim)
+        self.real_heads.update(frame)
 
     def _reference_stopped(self, ref) -> bool:
         """Whether the comparison run has diverged (its frame ``ref`` not finite, or its

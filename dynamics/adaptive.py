@@ -267,7 +267,7 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
     if sim.logit_noise > 0.0:
         raise ValueError("rtol needs a deterministic run: logit_noise must be 0 with rtol "
                          f"(got {sim.logit_noise:g}); use dt")
-    stepper = AdaptiveStepper(sim.problem, sim.spec.stepper, rtol=rtol, atol=atol,
+    stepper = AdaptiveStepper(sim.problem, type(sim.stepper), rtol=rtol, atol=atol,
                               t_end=t_end, h0=min(settings.dt, t_end))
     sim.use_stepper(stepper, dt=t_end)  # the largest step: the controller decides
     frames = [sim.frame()]

@@ -5,6 +5,11 @@ Every :class:`~dynamics.settings.Settings` parameter is a flag spelled with
 dashes (``--n-tokens``, ``--init-attention``). Without ``--out`` the CSV goes to
 stdout; ``--summary`` prints a JSON summary instead. Bad flags or values exit
 with status 2 and a message naming the parameter and its range.
+
+``--weights`` is ``seed``, ``minilm`` (a real head: ``--sentence``, ``--layer``,
+``--head``, ``--heads``) or a ``.npz`` file of your own arrays (:data:`WEIGHT_ARRAYS`):
+``X`` (N, d) and optionally ``P``, and Part I's ``M``, ``W_V`` or Part II's ``A``, ``V``;
+``N`` and ``d`` come from ``X`` unless given.
 """
 
 from __future__ import annotations
@@ -14,10 +19,33 @@ import json
 import os
 import sys
 
+import numpy as np
 import param
 
 from .settings import Settings
 from .trajectory import simulate
+
+#: The arrays of a ``--weights FILE.npz`` and the :class:`~dynamics.Simulation` arguments
+#: they fill (the conventions of ``S = X M Xᵀ`` and ``O = A X W_Vᵀ``: see dynamics.heads).
+WEIGHT_ARRAYS = {"X": "features", "P": "momenta", "M": "score_matrix",
+                 "W_V": "value_matrix", "A": "kernel", "V": "value"}
+
+
+def read_weights(path) -> dict:
+    """The :class:`~dynamics.Simulation` arrays of a ``--weights`` file (``ValueError``
+    naming a missing ``X``, an unknown array or an unreadable file)."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            found = {k: f[k] for k in f.files}
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--weights {path!r}: cannot read it as a .npz file ({err})") from None
+    unknown = sorted(set(found) - set(WEIGHT_ARRAYS))
+    if unknown:
+        raise ValueError(f"--weights {path!r}: unknown arrays {unknown}; expected "
+                         f"{', '.join(WEIGHT_ARRAYS)}")
+    if "X" not in found:
+        raise ValueError(f"--weights {path!r} must hold the features X, shape (N, d)")
+    return {WEIGHT_ARRAYS[k]: v for k, v in found.items()}
 
 
 def _flag_type(p):
@@ -55,7 +83,10 @@ def _add_setting_flags(parser) -> None:
     for name in Settings.names():
         p = Settings.param[name]
         kw = {"type": _flag_type(p), "default": None, "help": f"{p.doc} (default {p.default!r})"}
-        if isinstance(p, param.Selector):
+        if name == "weights":
+            kw["help"] = (f"{p.doc} Or a .npz file of your own arrays: X (N, d), optional "
+                          "P, M, W_V (Part I) or A, V (Part II) (default 'seed')")
+        elif isinstance(p, param.Selector):
             kw["choices"] = p.objects
         group.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
 
@@ -192,9 +223,17 @@ def main(argv=None) -> int:
     try:
         if args.normalise is not None:
             given["model"] = _normalised_model(given.get("model"), args.normalise)
+        arrays = None
+        if given.get("weights") not in (None, *Settings.param.weights.objects):
+            arrays = read_weights(given.pop("weights"))
+            X = np.asarray(arrays["features"])
+            if X.ndim == 2:
+                given.setdefault("n_tokens", X.shape[0])
+                given.setdefault("dim", X.shape[1])
         settings = Settings(**given)
         _refuse_noise(settings, given)
-        trajectory = simulate(settings, t_end=args.t_end, every=args.every, rtol=args.rtol)
+        trajectory = simulate(settings, t_end=args.t_end, every=args.every, rtol=args.rtol,
+                              arrays=arrays)
     except ValueError as err:
         parser.error(str(err))
     if args.out:

@@ -37,6 +37,10 @@ class Frame:
         ``"running"``, ``"diverged"`` or ``"failed"``.
     message : str
         Human-readable status, e.g. ``"diverged at t = 3.21: feature norm 1e6"``.
+    tokens : tuple of str
+        The tokens' words (a real sentence, ``weights="minilm"``); empty otherwise.
+    heads : ndarray, shape (H, N, N) or None
+        Every head's attention ``A_h`` when several heads run (``heads="all"``).
     """
 
     t: float
@@ -49,3 +53,5 @@ class Frame:
     diagnostics: dict = field(default_factory=dict)
     status: str = RUNNING
     message: str = ""
+    tokens: tuple = ()
+    heads: np.ndarray | None = None

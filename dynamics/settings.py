@@ -87,7 +87,7 @@ class Settings(param.Parameterized):
         doc="Number of tokens N.",
     )
     dim = Integer(
-        label="d (feature dimension)", default=4, bounds=(1, 128), softbounds=(1, 32),
+        label="d (feature dimension)", default=4, bounds=(1, 1024), softbounds=(1, 32),
         doc="Feature dimension d.",
     )
     beta = Number(
@@ -164,6 +164,29 @@ class Settings(param.Parameterized):
         label="ε (cluster threshold)", default=0.01, bounds=(1e-12, 1.0),
         softbounds=(1e-4, 0.2),
         doc="Tokens i, j are in one cluster when ⟨x_i, x_j⟩ > 1 − ε (linked in chains).",
+    )
+    # --- A real head (Theory, Part I: "A real head's scores") --------------
+    weights = param.Selector(
+        label="Weights", default="seed", objects=["seed", "minilm"],
+        doc="M, W_V and X_in drawn from the seed, or a real head of all-MiniLM-L6-v2 on a "
+            "real sentence (then N and d come from the sentence).",
+    )
+    sentence = Integer(
+        label="Sentence", default=0, bounds=(0, 63), softbounds=(0, 4),
+        doc="Which shipped sentence (weights = minilm).",
+    )
+    layer = Integer(
+        label="Layer", default=2, bounds=(0, 63), softbounds=(0, 5),
+        doc="Which layer of the model (weights = minilm; the shipped file has 2 and 5).",
+    )
+    head = Integer(
+        label="Head", default=3, bounds=(0, 63), softbounds=(0, 11),
+        doc="Which attention head of the layer (weights = minilm, heads = one).",
+    )
+    heads = param.Selector(
+        label="Heads", default="one", objects=["one", "all"],
+        doc="One head, or all heads of the layer with the free energy summed over heads "
+            "(weights = minilm, canonical model).",
     )
     # --- Part II: inertial attention lab (Theory, Part II) -----------------
     damping = param.Selector(

@@ -74,6 +74,13 @@ class Simulation:
     replica : int, optional
         Which noise stream of the seed the run draws (stochastic logits): replicas of one
         ensemble share the initial data and differ in their noise.
+    score_matrix, value_matrix : array_like, shape (d, d), optional
+        Part I's ``M`` (scores ``S = X M Xᵀ``) and value map ``W_V`` (``O = A X W_Vᵀ``)
+        instead of those drawn from the seed. A Transformer head with queries
+        ``X W_Qᵀ``, keys ``X W_Kᵀ`` has ``M = W_Qᵀ W_K/√d_h`` and ``W_V = W_O,h W_V,h``
+        (:mod:`dynamics.heads` writes the convention down, biases included).
+    kernel, value : array_like, shape (d, d), optional
+        Part II's kernel ``A`` and value ``V`` instead of those of the settings.
     **values
         Setting values, used when ``settings`` is not given.
 
@@ -86,14 +93,16 @@ class Simulation:
     """
 
     def __init__(self, settings: Settings | None = None, *, features=None, momenta=None,
-                 attention=None, replica: int = 0, **values):
+                 attention=None, replica: int = 0, score_matrix=None, value_matrix=None,
+                 kernel=None, value=None, **values):
         if isinstance(replica, bool) or not isinstance(replica, int | np.integer) \
                 or replica < 0:
             raise ValueError(f"replica must be a non-negative integer, got {replica!r}")
         self.replica = int(replica)
         self.settings = settings if settings is not None else Settings(**values)
-        self._given = check_initial_arrays(self.settings.values(), features, momenta,
-                                           attention)
+        self._given = check_initial_arrays(
+            self.settings.values(), features, momenta, attention, score_matrix=score_matrix,
+            value_matrix=value_matrix, kernel=kernel, value=value)
         self._restart()
 
     # -- public interface -------------------------------------------------
@@ -227,7 +236,9 @@ class Simulation:
         return Frame(t=st.t, features=st.X.copy(), momenta=st.P.copy(),
                      attention=arrays.get("attention"), softmax=arrays.get("softmax"),
                      target=arrays.get("target"), kl_rows=arrays.get("kl_rows"),
-                     diagnostics=diag, status=self.status, message=self.message)
+                     diagnostics=diag, status=self.status, message=self.message,
+                     tokens=tuple(getattr(self._problem, "tokens", ())),
+                     heads=arrays.get("heads"))
 
     # -- the loop -------------------------------------------------------
     def _restart(self) -> None:
@@ -327,7 +338,9 @@ class Simulation:
 
     def _diverge(self, t, why) -> None:
         self.status, self.diverged_at = DIVERGED, float(t)
-        hint = confinement_notice(self._values)  # a confinement k below 2√N‖M‖₂, or None
+        # a confinement k below 2√N‖M‖₂ (of the run's own M), or None
+        hint = confinement_notice(self._values, M=getattr(self._problem, "M", None),
+                                  n_tokens=self._state.X.shape[0])
         why = why if hint is None else f"{why}; {hint}"
         self.message = f"diverged at t = {t:.4g}: {why}; the run stopped (Reset to start again)"
 

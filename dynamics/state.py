@@ -57,16 +57,59 @@ class State:
         return replace(self, **arrays)
 
 
-def check_initial_arrays(values, features=None, momenta=None, attention=None) -> dict:
-    """Validate user-given initial arrays: shapes, finiteness, positive row-stochastic A(0).
+#: User-given matrices of each part: Part I's score matrix ``M`` (``S = X M Xᵀ``) and value
+#: map ``W_V``; Part II's kernel ``A`` (scores ``x_iᵀ A x_j``) and value ``V``.
+MATRICES = {1: ("score_matrix", "value_matrix"), 2: ("kernel", "value")}
 
-    Returns the given arrays as float arrays, keyed ``features``, ``momenta``,
-    ``attention``; raises ``ValueError`` naming what is wrong.
+
+def check_initial_arrays(values, features=None, momenta=None, attention=None,
+                         score_matrix=None, value_matrix=None, kernel=None,
+                         value=None) -> dict:
+    """Validate user-given arrays: shapes, finiteness, positive row-stochastic A(0), and
+    matrices of the model's part.
+
+    Parameters
+    ----------
+    values : dict
+        Setting values (``n_tokens``, ``dim``, ``model``, ``weights``).
+    features, momenta : array_like, shape (N, d), optional
+    attention : array_like, shape (N, N), optional
+    score_matrix, value_matrix : array_like, shape (d, d), optional
+        ``M`` and ``W_V`` of a Part I model.
+    kernel, value : array_like, shape (d, d), optional
+        ``A`` and ``V`` of a Part II model (their own conditions, symmetry and
+        definiteness, are checked by the model's build).
+
+    Returns
+    -------
+    dict
+        The given arrays as float arrays, keyed by their names.
+
+    Raises
+    ------
+    ValueError
+        Naming what is wrong.
     """
     N, d = values["n_tokens"], values["dim"]
+    from .models import registry  # (the registry does not import this module)
+
+    part = registry.get(values["model"]).part if "model" in values else None
+    matrices = {"score_matrix": score_matrix, "value_matrix": value_matrix,
+                "kernel": kernel, "value": value}
+    named = [k for k, v in {"features": features, "momenta": momenta,
+                            "attention": attention, **matrices}.items() if v is not None]
+    if named and values.get("weights", "seed") != "seed":
+        raise ValueError(f"weights={values['weights']!r} brings its own features and "
+                         f"matrices: give no {', '.join(named)} (or weights='seed')")
+    if part is not None:
+        stray = [k for k, v in matrices.items() if v is not None and k not in MATRICES[part]]
+        if stray:
+            raise ValueError(f"model {values['model']!r} (Part {'I' * part}) takes "
+                             f"{' and '.join(MATRICES[part])}, not {', '.join(stray)}")
     given = {}
     for name, value, shape in (("features", features, (N, d)), ("momenta", momenta, (N, d)),
-                               ("attention", attention, (N, N))):
+                               ("attention", attention, (N, N)),
+                               *((k, v, (d, d)) for k, v in matrices.items())):
         if value is None:
             continue
         try:

@@ -131,7 +131,8 @@ def _write_atomically(path, payload: bytes) -> None:
 
 
 def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int = 1,
-             rtol: float | None = None, atol: float | None = None, **values) -> Trajectory:
+             rtol: float | None = None, atol: float | None = None, *,
+             arrays: dict | None = None, **values) -> Trajectory:
     """Run ``settings`` from ``t = 0`` to ``t_end``, recording every ``every`` steps.
 
     Parameters
@@ -150,6 +151,9 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         step where that step is symmetric (:mod:`dynamics.adaptive`). Frames come every
         ``every`` steps, at uneven times; the trajectory's ``steps`` attribute counts the
         steps kept and rejected.
+    arrays : dict, optional
+        Your own arrays, passed to :class:`Simulation` (``features``, ``momenta``,
+        ``attention``, ``score_matrix``, ``value_matrix``, ``kernel``, ``value``).
 
     Returns
     -------
@@ -163,10 +167,12 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
     if int(every) != every or every < 1:
         raise ValueError(f"every must be a positive integer, got {every!r}")
     if rtol is not None:
+        if arrays:
+            raise ValueError("rtol with your own arrays is not supported; give dt instead")
         from .adaptive import simulate_adaptive
 
         return simulate_adaptive(settings, t_end, every, rtol, atol)
-    sim = Simulation(settings)
+    sim = Simulation(settings, **(arrays or {}))
     n_steps = max(1, int(round(t_end / settings.dt)))
     frames = [sim.frame()]
     done = 0

@@ -40,6 +40,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "app", "dynamics", "assets")
 ASSETS = ("style.css", "presets/attention.json", "presets/inertial.json", "theory/part1.md",
+          "data/minilm_heads.npz", "data/LICENSE-all-MiniLM-L6-v2.txt",
           "theory/part2.md", "katex/LICENSE", "katex/fonts/KaTeX_Main-Regular.woff2",
           "katex/fonts/KaTeX_Size2-Regular.woff2")
 
@@ -47,6 +48,7 @@ ASSETS = ("style.css", "presets/attention.json", "presets/inertial.json", "theor
 CHECK = """
 import json, sys
 import app, dynamics
+import dynamics.heads
 import app.dashboard, app.inertial_lab, app.presets, app.katex, app.theory
 from app.resources import asset
 from dynamics import models
@@ -62,6 +64,8 @@ print(json.dumps({
     "lab_message": lab.message.object if lab.message.visible else "",
     "theory_models": all(s.section in app.theory.Theory().anchors for s in models.specs()),
     "fonts": app.katex.FONT_FACES.count("@font-face"),
+    "heads_file": str(dynamics.heads.data_file()),
+    "minilm_tokens": list(dynamics.Simulation(dynamics.Settings(weights="minilm")).frame().tokens),
 }))
 """
 
@@ -184,6 +188,9 @@ def test_installed_wheel_runs_outside_the_source_tree(tmp_path, capsys):
     assert r["lab_presets"] == n_inertial and r["lab_message"] == ""
     assert r["theory_models"]  # the Theory page's text ships and has every model
     assert r["fonts"] == len(list((ROOT / "assets/katex/fonts").glob("*.woff2")))
+    # the MiniLM heads ship in the wheel and the backend finds them there
+    assert r["heads_file"] == r["files"]["data/minilm_heads.npz"]
+    assert r["minilm_tokens"][:3] == ["[CLS]", "the", "cat"]
     checked = time.monotonic()
 
     # panel serve of the installed app's main module serves the page (a session is built)

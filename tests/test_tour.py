@@ -162,7 +162,7 @@ def _step_of(preset: str) -> int:
 def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     d = Dashboard(playing=False, query={"tour_step": "1"})
     d.__panel__()
-    assert "Tour 1/17" in d.tour.title.object and d.settings.path == "static"
+    assert "Tour 1/18" in d.tour.title.object and d.settings.path == "static"
     while d.sim.t < 5.5:
         d.tick()
     guide = d.timeseries.guides.slope.data
@@ -171,8 +171,11 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert slope == pytest.approx(-2 * lam, rel=1e-12)
     assert d.timeseries.guides.slope_line.visible
     d.tour.keys.forward += 1  # the → key
-    assert d.tour_step == 2 and "Tour 2/17" in d.tour.title.object
+    assert d.tour_step == 2 and "Tour 2/18" in d.tour.title.object
+    assert d.settings.weights == "minilm" and d.timeseries.guides.slope_line.visible
+    d.tour_step = _step_of("Attention at rest under noise")
     assert not d.timeseries.guides.slope_line.visible
+    d.tour_step = 2
     d.tour.keys.back += 1
     assert d.tour_step == 1
     d.tour_step = _step_of("Persistent lag under rotation")

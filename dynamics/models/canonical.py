@@ -17,7 +17,7 @@ import numpy as np
 from .. import diagnostics
 from .. import energy as en
 from ..steppers.etd_verlet import TrackedEtdVerlet
-from . import part_one
+from . import multi_head, part_one
 from .registry import ModelSpec, register
 
 
@@ -27,8 +27,8 @@ def feature_velocity(prob, X, P, A):
 
 
 def momentum_force(prob, X, P, A):
-    """``Ṗ = −∂H/∂X = f(A, X) − kX``, shape (N, d)."""
-    return part_one.feature_force(A, X, prob.M) - prob.confinement * X
+    """``Ṗ = −∂H/∂X = f(A, X) − kX``, shape (N, d) (0 on fixed coordinates)."""
+    return part_one.pin(prob, part_one.feature_force(A, X, prob.M) - prob.confinement * X)
 
 
 def effective_scores(prob, X, P, A, S=None):
@@ -63,7 +63,7 @@ class CanonicalProblem(part_one.Problem):
         force += A @ (X @ self.M.T if XMt is None else XMt)
         if self.confinement:
             force -= self.confinement * X
-        return force, None
+        return part_one.pin(self, force), None
 
 
 def coupled_reference(prob, state, velocity, force, effective):
@@ -124,8 +124,12 @@ Energy–dissipation law: $\dfrac{dH}{dt} = -D \le 0$, i.e.
 $H(t) - H(0) + \int_0^t D\,ds = 0$.</p>""",
     look_for="H only decreases, the residual stays near 0; large γ approaches the reduced "
              "model.",
-    build=_build, reproblem=part_one.retrack,
-    stepper=TrackedEtdVerlet, energy=_energy, diagnostics=_diagnostics,
+    # heads="all" (weights="minilm"): every head of the layer (Theory: several heads)
+    build=multi_head.either_build(_build),
+    reproblem=multi_head.either(part_one.retrack, multi_head.retrack),
+    stepper=multi_head.either_stepper(TrackedEtdVerlet),
+    energy=multi_head.either(_energy, multi_head.energy),
+    diagnostics=multi_head.either(_diagnostics, multi_head.diagnostics),
     readable={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
            "effective_scores": effective_scores, "hamiltonian": hamiltonian},
 ))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import energy as en
+from .. import heads
 from ..diagnostics import scores_of
 from ..initial import draw_initial_data
 from ..logits import centre_rows
@@ -37,6 +38,12 @@ class Problem:
         β, γ, m, κ and k.
     path : FeaturePath or None
         The prescribed feature path (attention-only model).
+    tokens : tuple of str
+        The tokens' words (a real sentence), or empty.
+    fixed : int
+        How many trailing feature coordinates are held fixed, with no force and no
+        momentum (1 for a real head: its constant feature column, Theory page "A real
+        head on a real sentence").
     """
 
     M: np.ndarray
@@ -47,6 +54,8 @@ class Problem:
     kappa: float = 0.0
     confinement: float = 0.0
     path: FeaturePath | None = None
+    tokens: tuple = ()
+    fixed: int = 0
 
     @property
     def relaxation_rate(self) -> float:
@@ -63,6 +72,13 @@ class Problem:
 def feature_force(A, X, M):
     """``f(A, X) = −∇_X F(A; X) = A X Mᵀ + Aᵀ X M``, shape (N, d)."""
     return A @ (X @ M.T) + A.T @ (X @ M)
+
+
+def pin(prob, force):
+    """``force`` with its last ``prob.fixed`` columns set to 0 (in place; returned)."""
+    if prob.fixed:
+        force[:, -prob.fixed:] = 0.0
+    return force
 
 
 def confinement_energy(prob, X):
@@ -103,23 +119,36 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
     -------
     problem, state
     """
-    N, d = values["n_tokens"], values["dim"]
-    data = draw_initial_data(N, d, values["seed"])
-    X_in = given.get("features", data.X)
+    if values.get("heads", "one") == "all":
+        raise ValueError(f"heads='all' runs the canonical model only (Theory: several "
+                         f"heads); model {values['model']!r} takes heads='one'")
+    real = real_head(values)
+    if real is None:
+        N, d = values["n_tokens"], values["dim"]
+        data = draw_initial_data(N, d, values["seed"])
+        X_in = given.get("features", data.X)
+        M, W_V, tokens, unit = (given.get("score_matrix", data.M),
+                                given.get("value_matrix", data.W_V), (), 1.0)
+    else:  # N, d from the sentence; the random directions at the features' scale
+        X_in, M, W_V, tokens = real
+        N, d = X_in.shape
+        data = draw_initial_data(N, d, values["seed"])
+        unit = float(np.sqrt(np.mean(X_in * X_in)))
     feature_path = None
     if path:
         feature_path = FeaturePath(
-            kind=values["path"], X0=X_in, Y=data.Y, Q=data.Q, omega=values["omega"],
+            kind=values["path"], X0=X_in, Y=unit * data.Y, Q=data.Q, omega=values["omega"],
             amplitude=values["amplitude"], switch_time=values["switch_time"],
             settle_rate=values["settle_rate"])
-    prob = problem_type(M=data.M, W_V=data.W_V, beta=values["beta"],
+    prob = problem_type(M=M, W_V=W_V, beta=values["beta"],
                         gamma=values.get("gamma", 1.0), mass=values.get("mass", 1.0),
                         kappa=values.get("kappa", 0.0),
-                        confinement=values.get("confinement", 0.0), path=feature_path)
+                        confinement=values.get("confinement", 0.0), path=feature_path,
+                        tokens=tokens, fixed=0 if real is None else 1)
     X, X_dot = feature_path(0.0) if path else (X_in, np.zeros((N, d)))
     P = np.zeros((N, d))
     if momentum and values.get("init_momentum") == "random":
-        P = data.P.copy()
+        P = pin(prob, unit * data.P)
     if momentum and "momenta" in given:
         P = given["momenta"]
     S = en.scores(X, prob.M)
@@ -155,6 +184,16 @@ def first_order_reference(velocity):
         return rhs, state.X.ravel().copy(), unpack
 
     return reference
+
+
+def real_head(values):
+    """``(X_in, M, W_V, tokens)`` of the real head the settings choose, at the readable
+    scales of :mod:`dynamics.heads`, or None (``weights="seed"``)."""
+    if values.get("weights", "seed") == "seed":
+        return None
+    real = heads.heads_of(values["sentence"], values["layer"], values["head"])
+    X, M, W_V = real.scaled()
+    return X, M[0], W_V[0], real.tokens
 
 
 def same_state(prob, state, values):
@@ -231,7 +270,9 @@ def confinement_bound(source, n_tokens: int | None = None) -> float:
     ----------
     source : Settings, dict or ndarray
         Settings (``n_tokens``, ``dim``, ``seed``: ``M`` is drawn from the seed as a run
-        draws it), or ``M`` itself, shape (d, d).
+        draws it; or the real head, or heads, of ``weights``), or ``M`` itself, shape
+        (d, d), or one per head, shape (H, d, d) (the bound of the summed energy,
+        ``2√N Σ_h ‖M_h‖₂``).
     n_tokens : int, optional
         ``N`` (needed with ``M``).
 
@@ -245,12 +286,18 @@ def confinement_bound(source, n_tokens: int | None = None) -> float:
         M, N = source, n_tokens
     else:
         values = source if isinstance(source, dict) else source.values()
-        N = values["n_tokens"]
-        M = draw_initial_data(N, values["dim"], values["seed"]).M
-    return 2.0 * math.sqrt(N) * float(np.linalg.norm(M, 2))
+        if values.get("weights", "seed") != "seed":
+            real = heads.heads_of(values["sentence"], values["layer"],
+                                  "all" if values.get("heads") == "all" else values["head"])
+            M, N = real.scaled()[1], len(real.tokens)
+        else:
+            N = values["n_tokens"]
+            M = draw_initial_data(N, values["dim"], values["seed"]).M
+    norms = np.linalg.matrix_norm(M.reshape((-1, *M.shape[-2:])), ord=2)
+    return 2.0 * math.sqrt(N) * float(np.sum(norms))
 
 
-def confinement_notice(settings) -> str | None:
+def confinement_notice(settings, M=None, n_tokens=None) -> str | None:
     """What to say about the confinement ``k`` of a run, or None.
 
     For the models of :data:`CONFINED_MODELS` whose ``k`` is at most
@@ -261,11 +308,15 @@ def confinement_notice(settings) -> str | None:
     Parameters
     ----------
     settings : Settings or dict
+    M : ndarray, shape (d, d) or (H, d, d), optional
+        The run's own score matrix (or one per head), with ``n_tokens``; else the one the
+        settings give.
+    n_tokens : int, optional
     """
     values = settings if isinstance(settings, dict) else settings.values()
     if values["model"] not in CONFINED_MODELS:
         return None
-    bound = confinement_bound(values)
+    bound = confinement_bound(values) if M is None else confinement_bound(M, n_tokens)
     k = float(values["confinement"])
     if k > bound:
         return None

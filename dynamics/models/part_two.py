@@ -151,7 +151,8 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
         Setting values.
     given : dict
         User-given arrays, validated: ``features`` (N, d) replace the cloud, ``momenta``
-        (N, d) the zero momenta of a second-order model.
+        (N, d) the zero momenta of a second-order model, ``kernel`` and ``value``
+        (d, d) the matrices of the settings.
     problem_type : type
         The model's :class:`Problem` subclass.
 
@@ -171,7 +172,9 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
     A, V = model_matrices(values["kernel_diag"], values["value_diag"], d,
                           values["matrix_draw"], rng)
     B = None
-    if problem_type.needs_ratio:  # A, V commute: B ≻ 0 iff every v_k / a_k > 0
+    if "kernel" in given or "value" in given:  # the problem checks them (and makes B)
+        A, V = given.get("kernel", A), given.get("value", V)
+    elif problem_type.needs_ratio:  # A, V commute: B ≻ 0 iff every v_k / a_k > 0
         B = value_kernel_ratio(A, V, values["model"], "give value_diag > 0 (got "
                                f"value_diag = {values['value_diag']!r})")
     if "features" in given:

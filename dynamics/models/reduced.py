@@ -25,7 +25,8 @@ from .registry import SLAVED_ZERO, ModelSpec, register
 def momentum_force(prob, X):
     """``Ṗ = f(A*(X), X) − kX``, shape (N, d)."""
     A_star = en.softmax_attention(en.scores(X, prob.M), prob.beta)
-    return part_one.feature_force(A_star, X, prob.M) - prob.confinement * X
+    return part_one.pin(prob, part_one.feature_force(A_star, X, prob.M)
+                        - prob.confinement * X)
 
 
 def hamiltonian(prob, X, P, S=None):

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 #: Settings every model of a part reads (never listed in ``ModelSpec.settings``).
 COMMON_SETTINGS = {
-    1: ("model", "n_tokens", "dim", "beta", "dt", "seed", "norm_limit"),
+    1: ("model", "n_tokens", "dim", "beta", "dt", "seed", "norm_limit",
+        "weights", "sentence", "layer", "head", "heads"),
     2: ("model", "n_tokens", "dim", "dt", "seed", "norm_limit"),
 }
 

@@ -32,7 +32,7 @@ def momentum_force(prob, X, P, A):
     R = value_residual(A, X, prob.W_V)
     force = part_one.feature_force(A, X, prob.M) - prob.confinement * X
     force -= prob.kappa * (R - A.T @ (R @ prob.W_V))
-    return force
+    return part_one.pin(prob, force)
 
 
 def effective_scores(prob, X, P, A, S=None):
@@ -71,7 +71,7 @@ class ValueMatchingProblem(part_one.Problem):
         force -= self.kappa * R
         if self.confinement:
             force -= self.confinement * X
-        return force, G
+        return part_one.pin(self, force), G
 
 
 def _energy(prob, state, log_a=None, S=None):

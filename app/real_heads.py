@@ -1,0 +1,138 @@
+"""Real heads on the main tab (Theory page: "A real head on a real sentence", "Several
+heads"): word labels on the heatmaps' axes and beside the tokens, a grid of every head's
+attention when a layer runs with all its heads, and the upload of your own weights file.
+
+Everything here reads the frames (``frame.tokens``, ``frame.heads``); the backend knows
+nothing of it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import panel as pn
+from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, LabelSet, LinearColorMapper
+from bokeh.palettes import Viridis256
+from bokeh.plotting import figure
+
+from dynamics import Simulation
+from dynamics.cli import WEIGHT_ARRAYS, read_weights
+
+#: Columns of the grid of heads.
+GRID_COLUMNS = 4
+#: Largest upload accepted (bytes).
+MAX_UPLOAD = 50_000_000
+
+
+def label_axes(figures, tokens) -> None:
+    """Label both axes of the heatmaps with the word pieces (or with numbers again when
+    ``tokens`` is empty)."""
+    for fig in figures:
+        for axis in (fig.xaxis[0], fig.yaxis[0]):
+            axis.update(
+                ticker=FixedTicker(ticks=list(range(len(tokens)))) if tokens else BasicTicker(),
+                major_label_overrides={i: t for i, t in enumerate(tokens)})
+        fig.xaxis[0].major_label_orientation = math.pi / 2 if tokens else "horizontal"
+        fig.xaxis[0].axis_label = "source word j" if tokens else "source token j"
+        fig.yaxis[0].axis_label = "query word i" if tokens else "query token i"
+
+
+def tile(heads: np.ndarray, columns: int = GRID_COLUMNS, gap: int = 1) -> np.ndarray:
+    """The heads' maps tiled in a grid (rows of ``columns``, ``gap`` NaN pixels between),
+    shape (H, N, N) → (rows·(N+gap) − gap, columns·(N+gap) − gap); head ``h`` at row
+    ``h // columns``, column ``h % columns``, read top to bottom."""
+    H, N, _ = heads.shape
+    rows = -(-H // columns)
+    out = np.full((rows * (N + gap) - gap, columns * (N + gap) - gap), np.nan)
+    for h in range(H):
+        r, c = divmod(h, columns)
+        out[r * (N + gap):r * (N + gap) + N, c * (N + gap):c * (N + gap) + N] = heads[h]
+    return out
+
+
+class RealHeads(pn.viewable.Viewer):
+    """Word labels, the grid of heads and the weights upload of one dashboard."""
+
+    def __init__(self, dashboard, **params):
+        super().__init__(**params)
+        self.dashboard = dashboard
+        self._tokens = ()
+        mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=1.0, nan_color="white")
+        self.grid_fig = figure(title="Every head's attention A_h (head 0 top left)",
+                               width=310, height=300, tools="save", toolbar_location=None,
+                               x_range=(0, 1), y_range=(1, 0))
+        self.grid_fig.axis.visible = False
+        self.grid_fig.grid.visible = False
+        self.grid = ColumnDataSource({"image": [np.zeros((1, 1), dtype=np.float32)],
+                                      "dw": [1], "dh": [1]})
+        self.grid_fig.image(image="image", x=0, y=0, dw="dw", dh="dh", color_mapper=mapper,
+                            source=self.grid)
+        self.grid_fig.visible = False
+        self.words = ColumnDataSource({"x": [], "y": [], "word": []})
+        self.dashboard.trajectories.fig.add_layout(LabelSet(
+            x="x", y="y", text="word", source=self.words, x_offset=5, y_offset=3,
+            text_font_size="9pt", text_color="#444444"))
+        self.upload = pn.widgets.FileInput(accept=".npz", multiple=False,
+                                           sizing_mode="stretch_width")
+        self.upload_note = pn.pane.Markdown(
+            "Your own weights: a `.npz` file with `X` (N×d) and optionally `P`, `M`, `W_V` "
+            "(S = X M Xᵀ; see the Theory page, *A real head on a real sentence*).",
+            sizing_mode="stretch_width", margin=(0, 10))
+        self.upload.param.watch(self._on_upload, "value")
+
+    # -- frames ------------------------------------------------------------------
+    def update(self, frame) -> None:
+        """Show the words and the heads of ``frame`` (after the heatmaps and tokens)."""
+        tokens = tuple(frame.tokens)
+        if tokens != self._tokens:
+            self._tokens = tokens
+            label_axes(self.dashboard.heatmaps.figures, tokens)
+        if tokens:
+            data = self.dashboard.trajectories.tokens.data
+            self.words.data = {"x": list(data["x"]), "y": list(data["y"]),
+                               "word": list(tokens)}
+        elif len(self.words.data["x"]):
+            self.words.data = {"x": [], "y": [], "word": []}
+        heads = frame.heads
+        self.grid_fig.visible = heads is not None
+        if heads is not None:
+            image = tile(heads).astype(np.float32)
+            rows, cols = image.shape
+            self.grid_fig.x_range.end, self.grid_fig.y_range.start = cols, rows
+            self.grid.data = {"image": [image], "dw": [cols], "dh": [rows]}
+
+    # -- your own weights --------------------------------------------------------
+    def _on_upload(self, event) -> None:
+        if event.new is None:
+            return
+        try:
+            if len(event.new) > MAX_UPLOAD:
+                raise ValueError(f"the file is larger than {MAX_UPLOAD // 1_000_000} MB")
+            arrays = read_weights(io.BytesIO(event.new))
+            self.apply(arrays)
+        except ValueError as err:
+            self.upload_note.object = f"**Not used:** {err}"
+            return
+        X = arrays["features"]
+        names = ", ".join(k for k, v in WEIGHT_ARRAYS.items() if v in arrays)
+        self.upload_note.object = (f"Running your weights: N = {X.shape[0]}, "
+                                   f"d = {X.shape[1]} ({names}).")
+
+    def apply(self, arrays: dict) -> None:
+        """Run the dashboard's model from ``arrays`` (the :class:`~dynamics.Simulation`
+        keywords of a weights file); ``ValueError`` if they do not fit it."""
+        dash = self.dashboard
+        X = np.asarray(arrays["features"])
+        if X.ndim != 2:
+            raise ValueError(f"X must be a matrix (N, d), got shape {X.shape}")
+        values = {"weights": "seed", "heads": "one", "n_tokens": X.shape[0], "dim": X.shape[1]}
+        Simulation(dash.settings.copy(**values), **arrays)  # refuses what does not fit
+        with dash._changing():
+            dash.settings.param.update(**values)
+        dash.sim = Simulation(dash.settings, **arrays)
+        dash.reset()
+
+    def __panel__(self):
+        return pn.Column(self.upload_note, self.upload, sizing_mode="stretch_width")
