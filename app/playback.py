@@ -234,8 +234,10 @@ class Playback(param.Parameterized):
         if running:  # rates of a run that advances (none while paused: no stale rates)
             parts += [f"{fps:.1f} frames/s", f"{fps * self.steps_per_frame:.0f} steps/s",
                       f"server {self.tick_ms:.1f} ms/tick ({self.compute_ms:.1f} ms simulation)"]
-        parts.append(f"model **{self.settings.model}**, N = {self.settings.n_tokens}, "
-                     f"d = {self.settings.dim}")
+        # the run's own N and d (a real head's come from its sentence, not the sliders)
+        n, d = (self.history[-1].features.shape if self.history
+                else (self.settings.n_tokens, self.settings.dim))
+        parts.append(f"model **{self.settings.model}**, N = {n}, d = {d}")
         if sim.status == RUNNING:
             parts.append("▶ playing" if running else "❚❚ paused" if not self.playing
                          else "▶ playing (waits while another tab is shown)")
