@@ -182,7 +182,8 @@ class Controls(pn.viewable.Viewer):
             description="Set the settings given in the box (the others keep their values) "
                         "and restart the run")
         self.apply_paste.on_click(locked(lambda _: d.apply_settings_json(self.paste.value)))
-        self.settings.param.watch(lambda *_: self.update_visibility(), ["model", "path"])
+        self.settings.param.watch(lambda *_: self.update_visibility(),
+                                  ["model", "path", "weights"])
         self.settings.param.watch(self._show_settings, Settings.names())
         self.update_visibility()
 

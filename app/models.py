@@ -74,11 +74,18 @@ def spec(name: str) -> models.ModelSpec:
     return models.get(name)
 
 
+#: Settings that choose a real head (Theory page: a real head on a real sentence), and
+#: those a real head sets itself (its sentence's word count, the model's width).
+REAL_HEAD = ("sentence", "layer", "head", "heads")
+SET_BY_HEAD = ("n_tokens", "dim")
+
+
 def applies(name: str, settings: Settings) -> bool:
     """Whether setting ``name`` has an effect on the run of ``settings``.
 
     A setting applies when the selected model reads it (``spec.reads()``); a path
-    setting only when the selected path uses it (``PATH_USES``).
+    setting only when the selected path uses it (``PATH_USES``); the choice of a real
+    head only with a real head's weights, N and d only without.
 
     Parameters
     ----------
@@ -95,6 +102,10 @@ def applies(name: str, settings: Settings) -> bool:
         return False
     if name in PATH_USES:
         return settings.path in PATH_USES[name]
+    if name in REAL_HEAD:  # which head: only with a real head's weights
+        return settings.weights != "seed"
+    if name in SET_BY_HEAD:  # N and d come from the sentence
+        return settings.weights == "seed"
     return True
 
 

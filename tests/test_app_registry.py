@@ -20,7 +20,7 @@ from dashboard_support import play
 
 from app import Dashboard, katex, presets, theory, urlstate
 from app.explain import model_text
-from app.models import applies, main_model_problem, main_models
+from app.models import REAL_HEAD, SET_BY_HEAD, applies, main_model_problem, main_models
 from dynamics import Settings, Simulation, models
 from dynamics.models.attention import PATH_USES
 from dynamics.paths import FeaturePath
@@ -42,7 +42,7 @@ def test_controls_equations_and_na_come_from_the_spec(model):
     d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=2), playing=False)
     for name, widget in d.controls.widgets.items():
         assert widget.visible == applies(name, d.settings)
-        if name not in PATH_USES:
+        if name not in PATH_USES and name not in REAL_HEAD + SET_BY_HEAD:
             assert widget.visible == (name in spec.reads()), name
         assert widget.label == Settings.param[name].label
     text = d.explanation.pane.object
@@ -117,7 +117,8 @@ def test_a_registered_model_appears_everywhere_and_goes_away(copy_model):
     d = Dashboard(settings=Settings(model=spec.name, n_tokens=5, dim=2), playing=False)
     assert spec.name in d.controls.widgets["model"].options
     visible = {n for n, w in d.controls.widgets.items() if w.visible}
-    assert visible == set(spec.reads()) - {"norm_limit"}
+    # with the seed's weights, the choice of a real head does not show
+    assert visible == set(spec.reads()) - {"norm_limit", *REAL_HEAD}
     assert "confinement" not in visible and "gamma" in visible
     assert spec.equations in d.explanation.pane.object
     assert "A copy runs." in d.explanation.pane.object
@@ -225,3 +226,15 @@ def test_katex_stylesheet_and_fonts():
     katex.install_fonts()
     katex.install_fonts()
     assert pn.config.global_css.count(faces) == 1
+
+
+def test_a_real_head_sets_n_and_d_and_shows_its_choice():
+    """With a real head's weights the sentence, layer, head and heads controls show and
+    N and d (set by the sentence) hide; with the seed's weights the other way round."""
+    d = Dashboard(settings=Settings(model="canonical", n_tokens=5, dim=2), playing=False)
+    w = d.controls.widgets
+    assert w["n_tokens"].visible and w["dim"].visible
+    assert not any(w[k].visible for k in REAL_HEAD)
+    d.settings.weights = "minilm"
+    assert all(w[k].visible for k in REAL_HEAD)
+    assert not w["n_tokens"].visible and not w["dim"].visible
