@@ -32,6 +32,11 @@ BANDS = (
 )
 #: Most frames an ensemble records (the step between frames grows with the run's length).
 MAX_FRAMES = 400
+#: Most steps of one ensemble, summed over its replicas (K · t_end/dt). The ensemble runs
+#: on the page's thread under the document lock, about 1 ms per noisy step at N ≤ 32: this
+#: caps a click at about a minute (the default, 8 × 300 steps, takes ~2 s; the widgets'
+#: bounds, K = 256 and t_end = 1000, would otherwise hold the server for hours).
+MAX_STEPS = 50_000
 
 
 def band_columns(ensemble) -> dict:
@@ -110,6 +115,12 @@ class EnsembleView(pn.viewable.Viewer):
         """Run the ensemble of the current settings and draw its bands."""
         settings = self.settings.copy()
         n_steps = max(1, round(self.t_end / settings.dt))
+        if self.replicas * n_steps > MAX_STEPS:
+            self.message.object = (
+                f"The ensemble could not run: K × t_end/dt = {self.replicas} × {n_steps} = "
+                f"{self.replicas * n_steps:,} steps, more than {MAX_STEPS:,} (about a "
+                "minute): lower K or t_end, or raise dt.")
+            return
         every = max(1, math.ceil(n_steps / MAX_FRAMES))
         try:
             ens = run_ensemble(settings, self.replicas, self.t_end, every=every)
@@ -118,6 +129,8 @@ class EnsembleView(pn.viewable.Viewer):
             return
         self.ensemble = ens
         self.source.data = band_columns(ens)
+        # no prediction (a model that does not relax attention): no line, rather than 0
+        self.reference.visible = bool(np.any(np.isfinite(ens.prediction)))
         stopped = sum(s != "running" for s in ens.statuses)
         parts = [f"K = {ens.replicas} replicas, σ = {settings.logit_noise:g}, "
                  f"model {settings.model}, t = 0 … {ens.times[-1]:.4g}."]

@@ -406,8 +406,8 @@ class PinnedRuns:
             self._add_slot()
         for i in range(len(self.curves)):
             run = self.runs[i] if i < len(self.runs) else None
-            for r in self.renderers[i]:
-                r.visible = run is not None
+            for r in self.renderers[i]:  # a curve the pinned model lacks (all NaN) is hidden
+                r.visible = run is not None and _defined(run, getattr(r.glyph, "y", None))
             for item in self.items[i]:
                 item.visible = run is not None
             if run is None:
@@ -425,6 +425,9 @@ class PinnedRuns:
             for fig, keys in ((ts.fig_kl, ("kl", "kl_bound")),
                               (ts.fig_kl_log, ("kl_log", "kl_bound_log")),
                               (ts.fig_energy, ("d_energy",))):
+                keys = [k for k in keys if _defined(run, k)]
+                if not keys:
+                    continue
                 values = np.concatenate([data[k] for k in keys])
                 extents[fig].append((t0, t1, float(values.min()), float(values.max())))
             xy = self._project(run)
@@ -509,6 +512,19 @@ class PinnedRuns:
                                           margin=(0, 10)),
                          pn.Row(pin, clear), pn.Row(save), load, listing,
                          sizing_mode="stretch_width")
+
+
+#: The diagnostic of :data:`CURVES` each ghost column draws.
+_CURVE_OF = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
+             "d_energy": "hamiltonian"}
+
+
+def _defined(run: RunRecord, column) -> bool:
+    """False when the ghost column ``column`` draws a diagnostic the pinned run's model
+    does not define (all NaN, e.g. the tracking bound of value matching): drawn as 0 it
+    would be a false curve and stretch the log plot down to its floor."""
+    curve = _CURVE_OF.get(column)
+    return curve is None or bool(np.any(np.isfinite(run.curves[curve])))
 
 
 def _zeroed(v: np.ndarray) -> np.ndarray:

@@ -39,7 +39,7 @@ from dynamics import RUNNING, Settings, Simulation
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .pinned import RunRecord, comparison_labels, safe_filename
 from .ranges import LOG_FLOOR
-from .timeseries import coalesce
+from .timeseries import coalesce, merge_gap
 from .trajectories import principal_axes
 
 if TYPE_CHECKING:  # Matplotlib is imported when a slide is drawn, not with the page
@@ -177,7 +177,7 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     if run.distance is not None:  # four plots in a row: titles that fit their width
         axes["energy"].set_title("Energy balance", fontsize=12)
         axes["rate"].set_title("Dissipation rate D(t)", fontsize=12)
-    marks = coalesce(run.changes, _gap(rec.times))
+    marks = coalesce(run.changes, merge_gap(rec.times))
     for key in ("kl", "energy", "rate"):
         for t0, t1, label in marks:
             ax = axes[key]
@@ -195,12 +195,6 @@ def _wrap(text: str, width: int) -> str:
     import textwrap
 
     return "\n".join(textwrap.wrap(text, width)) or text
-
-
-def _gap(times) -> float:
-    if len(times) < 2:
-        return math.inf
-    return max((times[-1] - times[0]) / 50.0, 3.0 * (times[-1] - times[-2]))
 
 
 def _heatmaps(fig, ax_a, ax_s, A, S, scale) -> None:

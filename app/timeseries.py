@@ -87,6 +87,20 @@ def coalesce(changes, gap: float) -> list[tuple[float, float, str]]:
             for t0, t1, values in marks]
 
 
+def merge_gap(times) -> float:
+    """The largest time between two changes of one slider drag (:func:`coalesce`): three
+    frames of ``times`` (a slider sends a value about every frame while it is dragged);
+    inf before a second frame (the changes of a run's first frame).
+
+    Not a share of the time shown: that grew with the run, so a quench and its reversal
+    a few time units apart became one marker "β 1 → 1" once the run was long, and
+    markers already drawn merged when a later change came.
+    """
+    if len(times) < 2:
+        return math.inf
+    return 3.0 * (times[-1] - times[-2])
+
+
 def _finite(x) -> float:
     x = float(x)
     return x if math.isfinite(x) else 0.0
@@ -367,7 +381,7 @@ class TimeSeries(pn.viewable.Viewer):
         if len(changes) == self._changes_shown:
             return
         self._changes_shown = len(changes)
-        marks = coalesce(changes, self._merge_gap())
+        marks = coalesce(changes, merge_gap(self.source.data["t"]))
         self.marker_source.data = {
             "t0": [m[0] for m in marks], "t1": [m[1] for m in marks],
             "text": [m[2] for m in marks]}
@@ -377,15 +391,6 @@ class TimeSeries(pn.viewable.Viewer):
         """The change markers shown: ``(t_first, t_last, label)`` each."""
         d = self.marker_source.data
         return list(zip(d["t0"], d["t1"], d["text"], strict=True))
-
-    def _merge_gap(self) -> float:
-        """Changes closer than this (in t) and of the same settings make one marker: a
-        fiftieth of the time shown, or three frames (a slider sends a value about
-        every frame while it is dragged), whichever is longer."""
-        t = self.source.data["t"]
-        if len(t) < 2:
-            return math.inf  # the changes of a run's first frame
-        return max((t[-1] - t[0]) / 50.0, 3.0 * (t[-1] - t[-2]))
 
     def update(self, frame, distance: float | None = None, flush: bool = True) -> None:
         """Append ``frame`` (and the distance to the reduced run, if comparing).

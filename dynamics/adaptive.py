@@ -39,7 +39,7 @@ import numpy as np
 from . import energy as en
 from .logits import centre_rows
 from .models.part_one import score_rate
-from .steppers.base import Stepper
+from .steppers.base import Stepper, TooStiff
 from .steppers.composition import (
     SCHEMES,
     Composition,
@@ -184,24 +184,23 @@ class AdaptiveStepper(Stepper):
             last = H >= span * (1.0 - 1e-12)
             if last:
                 H = span
+            q = self.base_type.order  # (an attempt may fail before its error is known)
             try:
                 if composed:  # Ψ_H kept; Φ_H only estimates the error (an embedded pair)
                     kept = self._stepper("kept", True)
                     y_check, _ = self._stepper("check", False).step(st, carry, H)
                     y2, c2 = kept.step(*settle(kept, st, carry, H), H)
-                    q = self.base_type.order
                     err = _compare(st, y_check, y2, self.rtol, self.atol)
                 else:  # step doubling: Φ_H estimates the error of Φ_{H/2} ∘ Φ_{H/2}
                     kept = self._stepper("kept", False)
                     y_check, _ = self._stepper("check", False).step(st, carry, H)
                     y1, c1 = kept.step(*settle(kept, st, carry, 0.5 * H), 0.5 * H)
                     y2, c2 = kept.step(y1, c1, 0.5 * H)
-                    q = self.base_type.order
                     err = _compare(st, y_check, y2, self.rtol, self.atol) / (2.0**q - 1.0)
                     if err <= 1.0 and self._extrapolate:
                         y2, c2 = self._extrapolated(kept, y_check, y2, c2, q)
-            except FloatingPointError:
-                err = math.inf
+            except (FloatingPointError, TooStiff):  # too long a step (a token turned too
+                err = math.inf  # far, a feedback solve failed): the controller shortens it
             exponent = -1.0 / (q + 1)
             if err <= 1.0:
                 factor = GROW if err == 0.0 else min(GROW, max(SHRINK, SAFETY * err ** exponent))

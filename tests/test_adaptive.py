@@ -212,6 +212,25 @@ def test_simulate_rtol_steps_onto_a_jump_of_the_path():
     assert run.diagnostics["work"][-1] == pytest.approx(fixed.diagnostics["work"][-1], abs=1e-6)
 
 
+def test_simulate_rtol_shortens_a_step_the_scheme_refuses():
+    """Tokens on the sphere, unnormalised kernel at β = 8 (speeds up to ~e^β): a step that
+    would turn a token by more than MAX_TURN raises TooStiff. Under rtol that is the
+    controller's step, not the user's dt: it is tried again shorter (it used to stop the
+    run, telling the user to lower dt), and the run agrees with a fine reference."""
+    s = Settings(model="sphere", sphere_kernel="unnormalised", beta=8.0, n_tokens=32, dim=3,
+                 dt=0.01)
+    too_long = simulate(s, 0.5, every=50)
+    assert too_long.status == "failed" and "turns a token" in too_long.message
+    run = simulate(s, 0.5, every=1000, rtol=1e-3)
+    assert run.status == "running", run.message
+    assert run.times[-1] == 0.5 and run.steps["rejected"] > 0
+    # reference: fixed steps of 2e-4 and 1e-4, Richardson-extrapolated (Heun, order 2)
+    # (solve_ivp's off-sphere stages overflow e^{β x_iᵀ M x_j} here)
+    X1, X2 = (simulate(s.copy(dt=h), 0.5, every=10_000).features[-1] for h in (2e-4, 1e-4))
+    error = np.max(np.abs(run.features[-1] - (X2 + (X2 - X1) / 3.0)))
+    assert error < 1e-2, error  # measured 2.3e-3 (a global error, at rtol 1e-3)
+
+
 def test_rtol_with_stochastic_logits_is_refused():
     with pytest.raises(ValueError, match="logit_noise"):
         simulate(Settings(model="canonical", logit_noise=0.3), 1.0, rtol=1e-4)

@@ -128,7 +128,7 @@ def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
 def test_the_changes_of_one_drag_make_one_marker():
     """A slider drag is many small changes: one marker from the first value to the last,
     and no new Bokeh models per change (each used to add a line and a label per plot)."""
-    from app.timeseries import coalesce
+    from app.timeseries import coalesce, merge_gap
     from dynamics.simulation import Change
 
     drag = [Change(3.0 + 0.01 * i, {"beta": (1.0 + 0.5 * i, 1.5 + 0.5 * i)}, 0.0)
@@ -138,6 +138,13 @@ def test_the_changes_of_one_drag_make_one_marker():
     other = Change(5.01, {"gamma": (1.0, 2.0)}, 0.0)
     assert [m[2] for m in coalesce([*drag, later, other], gap=0.05)] == [
         "β 1 → 4", "β 4 → 2", "γ 1 → 2"]
+
+    # a quench and its reversal stay two markers however long the run (the gap used to
+    # be a fiftieth of the time shown: at t = 150 they read "β 1 → 1")
+    quench = [Change(3.0, {"beta": (1.0, 4.0)}, 0.0), Change(5.0, {"beta": (4.0, 1.0)}, 0.0)]
+    gap = merge_gap([0.05 * i for i in range(3000)])
+    assert gap == pytest.approx(0.15)
+    assert coalesce(quench, gap) == [(3.0, 3.0, "β 1 → 4"), (5.0, 5.0, "β 4 → 1")]
 
     d = Dashboard(playing=False)
     d.tick()

@@ -42,9 +42,26 @@ def test_the_view_says_when_there_is_no_noise():
     assert "does not relax attention" in view.notice()
     view.param.update(replicas=2, t_end=0.1)
     view.run()
-    assert np.all(np.asarray(view.source.data["prediction"]) == 0.0)  # NaN → 0
+    assert np.all(np.asarray(view.source.data["prediction"]) == 0.0)  # NaN → 0,
+    assert not view.reference.visible  # and the line is hidden: no prediction to draw
     view.settings.model = "attention"
     assert "σ (logit noise) is 0" in view.notice()
+
+
+def test_an_ensemble_too_long_for_a_click_is_refused_by_name():
+    """K × t_end/dt above MAX_STEPS: nothing runs (the page's thread is not held for
+    hours), the message names the product and what to change; the last bands stay."""
+    view = EnsembleView(settings=Settings(model="attention", n_tokens=3, dim=2, dt=0.01,
+                                          logit_noise=0.3))
+    view.param.update(replicas=2, t_end=0.1)
+    view.run()
+    assert view.reference.visible and len(view.source.data["t"]) == 11
+    shown = view.ensemble
+    view.param.update(replicas=256, t_end=1000.0)
+    view.run()
+    assert "K × t_end/dt = 256 × 100000 = 25,600,000 steps, more than 50,000" \
+        in view.message.object and "lower K or t_end, or raise dt" in view.message.object
+    assert view.ensemble is shown and len(view.source.data["t"]) == 11
 
 
 def test_the_noise_slider_comes_from_the_setting():

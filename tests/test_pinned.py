@@ -112,6 +112,22 @@ def test_ghosts_carry_the_pinned_run_after_a_new_run():
     assert ts.fig_kl_log.legend[0].title is None
 
 
+def test_a_curve_the_pinned_model_lacks_is_not_drawn():
+    """Value matching has no tracking bound (NaN in its record): its ghost bound is hidden,
+    not drawn as a line at 0 (at the floor 1e-12 on the log plot, whose range it would
+    stretch over a dozen decades); its KL and energy ghosts are drawn."""
+    d = small_dashboard()
+    d.settings.model = "value_matching"
+    play(d, 8)
+    kl = np.array([f.diagnostics["kl"] for f in d.history])
+    assert np.all(np.isnan(d.pinned.pin().curves["kl_bound"])) and kl.min() > 1e-6
+    ts = d.timeseries
+    shown = {r.glyph.y: r.visible for r in d.pinned.renderers[0] if hasattr(r.glyph, "y")}
+    assert shown == {"kl": True, "kl_bound": False, "kl_log": True, "kl_bound_log": False,
+                     "d_energy": True, "y": True}
+    assert ts.fig_kl_log.y_range.start > 0.1 * kl.min()
+
+
 def test_save_and_load_through_the_dashboard():
     d = small_dashboard()
     play(d, 4)
