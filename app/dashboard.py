@@ -229,7 +229,11 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         per_frame = 8 * (3 * n * n + 2 * n * d + 32)
         self.history = deque(maxlen=int(min(5000, max(50, HISTORY_BYTES // per_frame))))
         self._ticks.clear()
+        # projector mode keeps the plots of the model shown: undone, then done again
+        projecting = self.projector and self._layout is not None
         with pn.io.hold():
+            if projecting:
+                self.projector_mode.apply(False)
             self.timeseries.set_model(self.settings.model)
             self.heatmaps.set_model(self.settings.model)
             self.clustering.set_model(self.settings.model)
@@ -237,6 +241,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             self.trajectories.clear()
             self._show(self.sim.frame(),
                        self.reference.frame() if self.reference is not None else None)
+            if projecting:
+                self.projector_mode.apply(True)
         self._push_notebook()
         self._show_confinement()
         self._update_status(force=True)

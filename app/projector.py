@@ -28,9 +28,11 @@ def _text_props(fig) -> dict:
                        "major_label_text_font_size": FONT,
                        "axis_label_text_color": "black", "major_label_text_color": "black"}
     props[fig.title] = {"text_font_size": TITLE_FONT, "text_color": "black"}
-    if fig.legend:  # in three columns: the legends below take two rows at most
-        props[fig.legend[0]] = {"label_text_font_size": LEGEND_FONT,
-                                "ncols": max(3, fig.legend[0].ncols)}
+    if fig.legend:  # legends in rows (below the plots): three columns, two rows at most
+        legend = fig.legend[0]
+        props[legend] = {"label_text_font_size": LEGEND_FONT}
+        if isinstance(legend.ncols, int):
+            props[legend]["ncols"] = max(3, legend.ncols)
     for renderer in fig.renderers:
         glyph = renderer.glyph
         if hasattr(glyph, "line_width") and isinstance(glyph.line_width, (int, float)):
@@ -58,8 +60,11 @@ class Projector:
         _update(obj, values)
 
     def shown_figures(self):
-        """The four plots of the main tab kept in projector mode."""
+        """The four plots of the main tab kept in projector mode: the clustering view's
+        on the sphere, otherwise A(t), the tokens, the lag and the energy balance."""
         d = self.dashboard
+        if d.clustering.mode == "on_sphere":
+            return d.clustering.figures[:4]
         return (d.heatmaps.fig_attention, d.trajectories.fig, d.timeseries.fig_kl_log,
                 d.timeseries.fig_energy)
 

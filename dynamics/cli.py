@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_setting_flags(run)
     run.add_argument("--normalise", choices=NORMALISED, default=None,
                      help="'sphere': the first-order Transformer flow with every token kept on "
-                          "the unit sphere (the model 'sphere'); 'none': unnormalised")
+                          "the unit sphere (the model 'sphere', whose M = W_V = I unless "
+                          "--sphere-weights random); 'none': unnormalised (the model "
+                          "'transformer', M and W_V from the seed)")
     run.add_argument("--t-end", type=float, default=10.0, help="final time (default 10)")
     run.add_argument("--every", type=int, default=1, help="record every n-th step (default 1)")
     run.add_argument("--rtol", type=float, default=None,

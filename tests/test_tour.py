@@ -227,3 +227,21 @@ def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):
     path.write_text(__import__("json").dumps(short), encoding="utf-8")
     assert main(["tour-slides", str(tmp_path / "bad"), "--tour", str(path)]) == 2
     assert not (tmp_path / "bad").exists()
+
+
+def test_projector_mode_follows_the_model_to_the_sphere_and_back():
+    """At the sphere's tour step projector mode shows the clustering view's four plots
+    (the step speaks of them), back at a step of attention its four plots again."""
+    d = Dashboard(playing=False, query={"projector": "true", "tour_step": "1"})
+    d.__panel__()
+    kept = d.projector_mode.shown_figures()
+    assert [f for f in d.plot_panes if f.visible] == list(kept)
+    d.tour_step = _step_of("Clustering on the sphere")
+    shown = [f for f in d.plot_panes if f.visible]
+    assert shown == list(d.clustering.figures[:4])
+    assert all(int(a.axis_label_text_font_size.rstrip("px")) >= 18
+               for f in shown for a in (*f.xaxis, *f.yaxis))
+    d.tour_step = 1
+    assert [f for f in d.plot_panes if f.visible] == list(kept)
+    d.projector = False
+    assert d.heatmaps.fig_softmax.visible and not any(f.visible for f in d.clustering.figures)
