@@ -127,7 +127,7 @@ class ExactLogit(Stepper):
         W0 = lagged_start(st.Z, st.S, S1, beta, ell, work_.get("att.W0", shape))
         dS = np.subtract(S1, st.S, out=work_.get("att.dS", shape))
         # the transient's share of the mean attention, at the start: weighted with dS/dt(t₀)
-        if tracks(W0, work_.get("att.dev", shape), lam * h):
+        if tracks(W0, work_.get("att.dev", shape)):
             tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, ell, work_)
             return work - h * tr.mean_gain(st.S_dot), dissipated + h * tr.mean_D
         A_mean, A_half = transient_mean(st.Z, st.S, S1, st.A, A1, W0, beta, lam, h, work_,
