@@ -27,11 +27,10 @@ ORDER_DTS = DTS[1:]
 RTOL = 1e-3
 #: Relative errors at dt = 0.01 below this carry no asserted order (it is printed): the
 #: references' own accuracy (rtol 1e-10; the static and switch paths, which the exact step
-#: solves exactly, measure 1e-16 … 1.5e-9 with no trend) and, on the attention model, the
-#: exact logit step's lag of attention at a step's end, O(dt S̈/λ) (scores linear over a
-#: step), which enters H = F(A; S) at second order about the lagged minimiser: H errs by
-#: O(dt/λ²), order 1 as dt falls at fixed λ (rotation λh = 10: 1.8e-9, 7.0e-10, 2.2e-10;
-#: λh = 100: 2.2e-11, 1.1e-11, 5.4e-12 — every such H below 2e-9).
+#: solves exactly, measure 1e-16 … 1.5e-9 with no trend; on the attention model H, whose
+#: stiff steps take the logits exactly for scores cubic in time, measures 1e-16 … 5e-12 on
+#: the moving paths: a linear logit step lagged by O(dt S̈/λ) and put H at 2e-9 … 5e-12,
+#: order 1, and ∫D of the drift path at λh = 10 at order 1.26).
 NOISE_FLOOR = 1e-8
 #: The diagnostics measured below order 2 above that floor (open): (model, path, λh, key)
 #: → (bound on the relative error at dt = 0.01, about twice the measured one; why). The
@@ -52,15 +51,6 @@ BELOW_ORDER_TWO = {
     ("value_matching", "", 1.0, "dissipated"): (6e-5, "graded start"),
     ("value_matching", "", 10.0, "dissipated"): (8e-6, "graded start"),
     ("value_matching", "", 100.0, "dissipated"): (1.1e-6, "graded start"),
-    # the drift path from A* (off its lagged path by W₀ = βΔS/(λh)): 3.3e-6, 2.7e-6, 1.3e-6,
-    # 4.6e-7 (absolute −1.40e-8, −1.13e-8, −5.58e-9, −1.96e-9 and −5.7e-10 at dt = 0.000625:
-    # local orders 0.3, 1.0, 1.5, 1.8, order 2 reached only as λh falls towards 1). The first
-    # step alone +7.3e-9, +3.3e-9, +9.4e-10, +1.2e-10; over t ∈ [0.5, 1] +6.8e-9, −7.5e-9,
-    # −4.7e-9, −1.7e-9, −4.9e-10: a steady error whose constant depends on λh (x = λh from 10
-    # to 0.6 here), not the start. A third-moment term of the tracking correction (the change
-    # of the weights along the transient, rate·c₁ℓ² Σ E_{A₀}[W₀c ΔŜc²]) made it worse
-    # (8.7e-7, 1.7e-6, 1.0e-6, 3.9e-7) — not diagnosed further
-    ("attention", "drift", 10.0, "dissipated"): (7e-6, "steady error, λh-dependent"),
     # the cotangent lift at λh = 100: the first step, a distant start, holds all of ∫D's
     # error (4.4e-8, 2.1e-8, 9.6e-9, 4.1e-9 absolute; 2.1e-7, 1.0e-7, 4.7e-8, 2.0e-8 relative
     # over the run): the target βŜ(X, P) moves with Ṗ, which follows attention through its

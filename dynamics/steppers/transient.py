@@ -74,6 +74,27 @@ def lagged_start(Z0, S0, S1, beta, ell, out):
     return axpy(-ell, S1, W0)
 
 
+def hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h, out):
+    """The transient of a step whose scores are cubic in time (their Hermite interpolation
+    ``q``, :func:`~dynamics.logits.hermite_logit_step`), into ``out``: the logits minus
+    their lagged path ``β(q − q′/λ + q″/λ² − q‴/λ³)`` at the start, from
+    :func:`lagged_start`'s ``W₀`` (linear scores). With ``x = λh``: ``W₀ − β(c ΔŜ + c₀ h Ṡ₀
+    + c₁ h Ṡ₁)``, ``c = 1/x + 6/x² + 12/x³``, ``c₀ = −(1/x + 4/x² + 6/x³)``,
+    ``c₁ = −(2/x² + 6/x³)`` (up to row constants).
+
+    While attention tracks a target whose scores curve, this is what the cubic leaves out,
+    where ``W₀`` keeps the steady ``β S̈ (1/λ² + h/(2λ))``, which the tracking correction
+    would take for a transient."""
+    x = lam * h
+    c = 1.0 / x + 6.0 / x**2 + 12.0 / x**3
+    c0 = -h * (1.0 / x + 4.0 / x**2 + 6.0 / x**3)
+    c1 = -h * (2.0 / x**2 + 6.0 / x**3)
+    np.copyto(out, W0)
+    axpy(-beta * c, dS, out)
+    axpy(-beta * c0, S0_dot, out)
+    return axpy(-beta * c1, S1_dot, out)
+
+
 def trapezoid_defects(x):
     """``(c₁, c₂)``: the exact time means of ``u`` and ``u²`` over a step (``u = e^{−λs}``,
     ``x = λh``) minus their trapezoidal rules, ``φ₁(x) − (1 + E)/2`` and
