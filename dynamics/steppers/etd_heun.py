@@ -39,6 +39,7 @@ from .transient import (
     lagged_start,
     path_dissipation,
     tracking_correction,
+    tracking_shift,
     tracks,
     transient_mean,
 )
@@ -85,8 +86,9 @@ class EtdHeun(Stepper):
             if not transient:  # the rest of the step's mean attention, to first order in
                 # the small transient, folded into k₂ (f is affine in A; taken at the
                 # predictor instead of the start, it errs by O(h²) of a term O((λh)² W₀))
-                tr = tracking_correction(A0, Wp, Tp - T0, x, rate, ell, work)
-                A2 = Ap + 2.0 * tr.mean_shift()
+                A2 = tracking_shift(A0, Wp, x, work.get("heun.K", Z0.shape))
+                A2 *= 2.0
+                A2 += Ap
         kx2, kp2 = prob.frozen_field(Xp, Pp, A2)
         X1 = X0 + (0.5 * h) * (kx1 + kx2)
         P1 = P0 + (0.5 * h) * (kp1 + kp2)

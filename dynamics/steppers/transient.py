@@ -113,7 +113,7 @@ class Tracking:
     ----------
     c1 : float
         The mean of attention is the trapezoidal rule plus ``c₁ A₀ ∘ (W₀ − E_{A₀} W₀)``
-        (:meth:`mean_shift`): a rate ``R`` gains ``c₁ Σ_i Cov_{A₀}(W₀_i, R_i)``
+        (:func:`tracking_shift`): a rate ``R`` gains ``c₁ Σ_i Cov_{A₀}(W₀_i, R_i)``
         (:meth:`mean_gain`).
     mean_D : float
         What the time mean of the dissipation rate adds to its trapezoidal rule.
@@ -129,11 +129,6 @@ class Tracking:
     def mean_gain(self, R) -> float:
         """``⟨K, R⟩`` with ``K`` the correction of the mean of attention."""
         return self.c1 * float(np.vdot(self.A0, self.W0c * R))
-
-    def mean_shift(self):
-        """``K = c₁ A₀ ∘ (W₀ − E_{A₀} W₀)``, shape (N, N): what the step's mean attention
-        adds to the trapezoidal rule ``(A₀ + A₁)/2``."""
-        return self.c1 * (self.A0 * self.W0c)
 
 
 def tracking_correction(A0, W0, dS, x, rate, ell, work):
@@ -159,6 +154,17 @@ def tracking_correction(A0, W0, dS, x, rate, ell, work):
     np.multiply(W0c, W0c, out=prod)
     var = float(np.vdot(A0, prod))  # Σ_i Var_{A₀}(W₀_i)
     return Tracking(c1=c1, mean_D=rate * (2.0 * ell * cov * c1 + var * c2), A0=A0, W0c=W0c)
+
+
+def tracking_shift(A0, W0, x, out):
+    """``K = c₁ A₀ ∘ (W₀ − E_{A₀} W₀)`` into ``out``, shape (N, N): what a step's mean
+    attention adds to the trapezoidal rule ``(A₀ + A₁)/2`` to first order in a small
+    transient ``W₀`` (``x = λh``; without the rest of :func:`tracking_correction`)."""
+    c1 = trapezoid_defects(x)[0]
+    K = np.subtract(W0, np.vecdot(A0, W0)[:, None], out=out)
+    K *= A0
+    K *= c1
+    return K
 
 
 #: Gauss–Legendre nodes and weights on [0, 1] (three points: exact for degree 5).
