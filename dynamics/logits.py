@@ -2,6 +2,8 @@
 
 * :func:`logit_step` — the exact exponential step of ``dZ/dt = γS − λZ`` over one step,
   exact for scores linear in time (order 2 otherwise).
+* :func:`hermite_logit_step` — the same for scores cubic in time (values and rates at both
+  ends): the stiff steps of the attention model.
 * :func:`exp_trapezoid` — weights of ``∫ e^{−λ(h−s)} q(s) ds`` for linear ``q`` (the
   tracking bound's update); :func:`exp_quadratic` for quadratic ``q`` (its stiff steps).
 """
@@ -126,3 +128,59 @@ def logit_dissipation_rate(A, Z, S, beta, lam, work):
         np.multiply(S, -beta, out=W)
         W += Z
     return lam / beta * row_variance(A, W, work.get("rate.var", Z.shape))
+
+
+def exp_moments(x, n=4):
+    """``m_k = ∫₀¹ e^{−x(1−σ)} σ^k dσ`` for ``k < n``: by their series below ``x = 1``
+    (``Σ_j (−x)^j k!/(k+j+1)!``), else by ``m_k = (1 − k m_{k−1})/x`` (stable there)."""
+    if x < 1.0:
+        out = []
+        for k in range(n):
+            term = math.factorial(k) / math.factorial(k + 1)  # j = 0
+            total, j = term, 0
+            while abs(term) > 1e-17 * abs(total):
+                j += 1
+                term *= -x / (k + j + 1)
+                total += term
+            out.append(total)
+        return out
+    out = [-math.expm1(-x) / x]
+    for k in range(1, n):
+        out.append((1.0 - k * out[-1]) / x)
+    return out
+
+
+def hermite_logit_weights(lam, h):
+    """``(E, a₀, a₁, b₀, b₁)`` with ``λ∫₀ʰ e^{−λ(h−s)} q(s) ds = a₀ q(0) + a₁ q(h) + b₀ q′(0)
+    + b₁ q′(h)`` for cubic ``q`` (Hermite interpolation of the scores between both ends):
+    the logit step ``Z₁ = E Z₀ + β(a₀S₀ + a₁S₁ + b₀Ṡ₀ + b₁Ṡ₁)`` is then exact for scores
+    cubic in time, where the linear one lags by ``β S̈ (h/(2λ) − 1/λ²)`` on a stiff step."""
+    x = lam * h
+    m0, m1, m2, m3 = exp_moments(x)
+    h00 = 2.0 * m3 - 3.0 * m2 + m0
+    h10 = m3 - 2.0 * m2 + m1
+    h01 = -2.0 * m3 + 3.0 * m2
+    h11 = m3 - m2
+    return math.exp(-x), x * h00, x * h01, x * h * h10, x * h * h11
+
+
+def hermite_logit_step(Z, S0, S1, S0_dot, S1_dot, beta, lam, h):
+    """Exact logit step over ``[t, t+h]`` with scores cubic in time (their Hermite
+    interpolation from the values and rates at both ends):
+    ``Z₁ = E Z₀ + β(a₀S₀ + a₁S₁ + b₀Ṡ₀ + b₁Ṡ₁)`` (:func:`hermite_logit_weights`), rows
+    centred. A stiff step's linear :func:`logit_step` leaves attention lagging by
+    ``O(h S̈/λ)``: first order in ``h`` at a fixed relaxation rate.
+
+    Parameters
+    ----------
+    Z, S0, S1, S0_dot, S1_dot : ndarray, shape (N, N)
+        Logits at ``t``; scores and their rates at ``t`` and ``t + h``.
+    beta, lam, h : float
+    """
+    E, a0, a1, b0, b1 = hermite_logit_weights(lam, h)
+    Z1 = np.multiply(Z, E)
+    axpy(beta * a0, S0, Z1)
+    axpy(beta * a1, S1, Z1)
+    axpy(beta * b0, S0_dot, Z1)
+    axpy(beta * b1, S1_dot, Z1)
+    return centre_rows(Z1, out=Z1)

@@ -14,7 +14,7 @@ from scipy.integrate import solve_ivp
 
 from dynamics import PATHS, Settings, Simulation, simulate
 from dynamics import energy as en
-from dynamics.logits import logit_step
+from dynamics.logits import hermite_logit_step, logit_step
 from dynamics.steppers import ExactLogit
 
 FEW = settings(max_examples=12)
@@ -52,6 +52,31 @@ def test_logit_step_is_exact_for_scores_linear_in_time(N, seed, log_beta, lam_h)
     ref = logit_reference(Z0, lambda t: S0 + (t / h) * (S1 - S0), beta, lam, h)
     got = logit_step(Z0, S0, S1, beta, lam, h)
     scale = 1.0 + np.abs(Z0).max() + beta * max(np.abs(S0).max(), np.abs(S1).max())
+    np.testing.assert_allclose(got, centred(ref), rtol=0, atol=1e-9 * scale)
+
+
+@FEW
+@given(N=st.integers(2, 6), seed=st.integers(0, 2**32 - 1),
+       log_beta=st.floats(np.log(1e-2), np.log(1e2)), lam_h=st.floats(1e-3, 200.0))
+def test_hermite_logit_step_is_exact_for_scores_cubic_in_time(N, seed, log_beta, lam_h):
+    """The stiff steps' logit step equals the solution of the logit ODE when S is a cubic
+    in time, given by its values and rates at both ends (the moments of its weights by
+    series below λh = 1 and by recursion above)."""
+    rng = np.random.default_rng(seed)
+    beta, h = float(np.exp(log_beta)), 0.3
+    lam = lam_h / h
+    Z0 = rng.standard_normal((N, N))
+    C = rng.standard_normal((4, N, N))  # S(t) = Σ_k C_k (t/h)^k
+
+    def S_at(t):
+        return sum(c * (t / h) ** k for k, c in enumerate(C))
+
+    def S_dot_at(t):
+        return sum(k * c * (t / h) ** (k - 1) / h for k, c in enumerate(C) if k)
+
+    ref = logit_reference(Z0, S_at, beta, lam, h)
+    got = hermite_logit_step(Z0, S_at(0.0), S_at(h), S_dot_at(0.0), S_dot_at(h), beta, lam, h)
+    scale = 1.0 + np.abs(Z0).max() + beta * np.abs(C).sum(axis=0).max()
     np.testing.assert_allclose(got, centred(ref), rtol=0, atol=1e-9 * scale)
 
 

@@ -34,6 +34,11 @@ T_END = 1.0
 #: The models that relax attention, once more with γ = 20 (every step stiff).
 STIFF = ("attention", "canonical", "value_matching", "cotangent_lift")
 RUNS = [(m, "plain") for m in models.names()] + [(m, "stiff") for m in STIFF]
+#: Orders of the state that differ from the stepper's on a regime: the attention model's
+#: stiff steps take the logits exactly for scores cubic in time (from the path's values and
+#: rates at both ends), so attention errs by O(h⁴) there; its work and dissipation stay
+#: order 2 (measured in test_stiff_accuracy.py).
+STATE_ORDER = {("attention", "stiff"): 4}
 
 
 def _error(sim_state, ref):
@@ -60,9 +65,9 @@ def test_measured_order_matches_the_stepper(model, regime):
     ref, unpack = solve_reference(base, T_END, rtol=1e-12, atol=1e-14)
     assert ref.success
     exact = unpack(ref.y[:, -1])
-    order = spec.stepper.order
+    order = STATE_ORDER.get((model, regime), spec.stepper.order)
     # steps whose error stays well above the reference's and below the asymptotic range
-    exponents = (3, 4, 5, 6) if order <= 2 else (2, 3, 4, 5)
+    exponents = (3, 4, 5, 6) if spec.stepper.order <= 2 else (2, 3, 4, 5)
     steps, errors = [], []
     for k in exponents:
         dt = 2.0**-k

@@ -14,10 +14,13 @@ carries that lag at any ``λh``:
 3. the logits' exact step from ``Z₀`` with the target ``T₁ = βŜ(X₁, P₁)``.
 
 ``f`` is the field with attention frozen (``problem.frozen_field``), affine in ``A``. The
-trapezoidal rule in 2. and for the dissipation is second order while attention tracks its
-lagged target; a fast transient towards it adds its share (:mod:`.transient`): the mean
-attention of the step corrects ``(X₁, P₁)`` with ``f`` at the start, and the dissipation
-comes from the free-energy balance along the step's path.
+trapezoidal rule in 2. and for the dissipation is second order while the relaxation is
+resolved, and for the slow motion of attention on its lagged target at any ``λh``; the
+transient towards that target adds its share (:mod:`.transient`): the rest of the step's
+mean attention corrects ``(X₁, P₁)`` with ``f`` at the start — to first order in a small
+transient (without it ``H`` fell to order 0.8 at λh = 10 as steps went from one branch to
+the other), from the transient's mean for a fast one, whose dissipation then comes from
+the free-energy balance along the step's path.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from .transient import (
     lagged_start,
     path_dissipation,
     tracking_correction,
+    tracking_shift,
     tracks,
     transient_mean,
 )
@@ -73,14 +77,21 @@ class EtdHeun(Stepper):
         Xp, Pp = X0 + h * kx1, P0 + h * kp1
         Tp = prob.target(Xp, Pp)
         Ap = en.rowsoftmax(logit_step(Z0, T0, Tp, 1.0, lam, h, coef=coef), centred=True)
-        kx2, kp2 = prob.frozen_field(Xp, Pp, Ap)
-        X1 = X0 + (0.5 * h) * (kx1 + kx2)
-        P1 = P0 + (0.5 * h) * (kp1 + kp2)
         x, ell = lam * h, -1.0 / (lam * h)
         transient = False
+        A2 = Ap
         if x > STIFF_LAMBDA_H:
             Wp = lagged_start(Z0, T0, Tp, 1.0, ell, work.get("heun.W0", Z0.shape))
-            transient = not tracks(Wp, work.get("heun.dev", Z0.shape), x)
+            transient = not tracks(Wp, work.get("heun.dev", Z0.shape))
+            if not transient:  # the rest of the step's mean attention, to first order in
+                # the small transient, folded into k₂ (f is affine in A; taken at the
+                # predictor instead of the start, it errs by O(h²) of a term O((λh)² W₀))
+                A2 = tracking_shift(A0, Wp, x, work.get("heun.K", Z0.shape))
+                A2 *= 2.0
+                A2 += Ap
+        kx2, kp2 = prob.frozen_field(Xp, Pp, A2)
+        X1 = X0 + (0.5 * h) * (kx1 + kx2)
+        P1 = P0 + (0.5 * h) * (kp1 + kp2)
         if transient:  # the rest of the step's mean attention, with f at the start
             A_mean, _ = transient_mean(Z0, T0, Tp, A0, Ap, Wp, 1.0, lam, h, work, "heun")
             dx, dp = prob.frozen_field(X0, P0, A0 + (A_mean - 0.5 * (A0 + Ap)))
@@ -93,7 +104,7 @@ class EtdHeun(Stepper):
         dissipated = 0.5 * h * (D0 + D1)
         if x > STIFF_LAMBDA_H:
             W0 = lagged_start(Z0, T0, T1, 1.0, ell, work.get("heun.W0", Z0.shape))
-            if tracks(W0, work.get("heun.dev", Z0.shape), x):
+            if tracks(W0, work.get("heun.dev", Z0.shape)):
                 tr = tracking_correction(A0, W0, T1 - T0, x, rate, ell, work)
                 dissipated += h * tr.mean_D
             else:

@@ -269,7 +269,7 @@ class EtdVerlet(Stepper):
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, False
         # ... and on a stiff step the share of the transient towards the lagged target
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
-        if tracks(W0, work.get("etd.dev", shape), lam * h):
+        if tracks(W0, work.get("etd.dev", shape)):
             dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
             tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, c.lag, work)
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated + h * tr.mean_D, False

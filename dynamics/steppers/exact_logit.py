@@ -1,7 +1,11 @@
 """The exact logit step on a prescribed feature path (attention-only model).
 
 Logits: ``Z₁ = E Z₀ + β(1 − E) S₀ + β ψ(λh)(S₁ − S₀)`` — exact for scores linear in
-time, order 2 otherwise. Work ``−∫⟨A, dS/dt⟩`` and dissipation ``∫D`` by the trapezoidal
+time, order 2 otherwise; on a stiff step (``λh`` above 0.05) exact for scores cubic in
+time, from the path's ``S`` and ``dS/dt`` at both ends
+(:func:`~dynamics.logits.hermite_logit_step`): the linear step leaves attention lagging
+by ``O(h S̈/λ)`` there, first order in ``h`` at a fixed relaxation rate, and with it ``H``
+and ``∫D``. Work ``−∫⟨A, dS/dt⟩`` and dissipation ``∫D`` by the trapezoidal
 rule; on a stiff step (``λh`` above 0.05) plus the share of the transient of attention
 towards its lagged target that the rule misses (:mod:`.transient`): to first order while
 attention tracks that target, else (a fast transient) from the step's mean attention
@@ -20,12 +24,19 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import energy as en
-from ..logits import exp_quadratic, exp_trapezoid, logit_dissipation_rate, logit_step
+from ..logits import (
+    exp_quadratic,
+    exp_trapezoid,
+    hermite_logit_step,
+    logit_dissipation_rate,
+    logit_step,
+)
 from ..models.part_one import score_rate
 from ..state import State
 from ..workspace import Workspace
 from .base import Stepper
 from .transient import (
+    hermite_transient,
     lagged_start,
     path_dissipation,
     tracking_correction,
@@ -76,7 +87,10 @@ class ExactLogit(Stepper):
         X1M = X1 @ prob.M
         S1 = X1M @ X1.T
         S1_dot = score_rate(X1, X1_dot, prob.M, X1M)
-        Z1 = logit_step(st.Z, st.S, S1, beta, lam, h)
+        if lam * h > STIFF_LAMBDA_H:  # exact for scores cubic in time (no O(h/λ) lag)
+            Z1 = hermite_logit_step(st.Z, st.S, S1, st.S_dot, S1_dot, beta, lam, h)
+        else:
+            Z1 = logit_step(st.Z, st.S, S1, beta, lam, h)
         A1 = en.rowsoftmax(Z1, centred=True)
         D0 = carry.D if carry.D is not None else logit_dissipation_rate(
             st.A, st.Z, st.S, beta, lam, work_)
@@ -90,8 +104,8 @@ class ExactLogit(Stepper):
         work = -0.5 * h * (a_sdot0 + a_sdot1)
         dissipated = 0.5 * h * (D0 + D1)
         if lam * h > STIFF_LAMBDA_H:  # the share of the transient the rule misses
-            work, dissipated = self._transient(st, t1, Z1, S1, A1, a_sdot0, a_sdot1, h,
-                                               work, dissipated)
+            work, dissipated = self._transient(st, t1, Z1, S1, S1_dot, A1, a_sdot0, a_sdot1,
+                                               h, work, dissipated)
         osc0 = carry.osc_S_dot
         osc0 = en.oscillation(st.S_dot) if osc0 is None else osc0
         osc1 = en.oscillation(S1_dot)
@@ -115,7 +129,8 @@ class ExactLogit(Stepper):
                     dissipated=st.dissipated + dissipated, work=st.work + work)
         return new, new_carry
 
-    def _transient(self, st, t1, Z1, S1, A1, a_sdot0, a_sdot1, h, work, dissipated):
+    def _transient(self, st, t1, Z1, S1, S1_dot, A1, a_sdot0, a_sdot1, h, work,
+                   dissipated):
         """Work and dissipation of a stiff step with the transient of attention towards its
         lagged target (:mod:`.transient`): the trapezoidal rule's ``work`` and
         ``dissipated`` corrected to first order in the transient while attention tracks
@@ -127,8 +142,12 @@ class ExactLogit(Stepper):
         W0 = lagged_start(st.Z, st.S, S1, beta, ell, work_.get("att.W0", shape))
         dS = np.subtract(S1, st.S, out=work_.get("att.dS", shape))
         # the transient's share of the mean attention, at the start: weighted with dS/dt(t₀)
-        if tracks(W0, work_.get("att.dev", shape), lam * h):
-            tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, ell, work_)
+        # … measured from the logits' path for scores cubic in time (that of the step):
+        # linear, a steady lag O(h S̈/λ) would count as a transient
+        Wt = hermite_transient(W0, dS, st.S_dot, S1_dot, beta, lam, h,
+                               work_.get("att.Wt", shape))
+        if tracks(Wt, work_.get("att.dev", shape)):
+            tr = tracking_correction(st.A, Wt, dS, lam * h, lam / beta, ell, work_)
             return work - h * tr.mean_gain(st.S_dot), dissipated + h * tr.mean_D
         A_mean, A_half = transient_mean(st.Z, st.S, S1, st.A, A1, W0, beta, lam, h, work_,
                                         "att")
