@@ -16,7 +16,7 @@ import param
 #: Text sizes in projector mode (axis labels ≥ 18 px).
 FONT, TITLE_FONT, LEGEND_FONT = "18px", "20px", "15px"
 #: Width and height of each of the four plots (px): two rows fit 1280×720.
-PLOT_SIZE = (600, 250)
+PLOT_SIZE = (600, 240)
 #: Lines are this many times thicker.
 LINE_SCALE = 1.75
 
