@@ -14,7 +14,9 @@ starve. Instead, each session lowers its own frame rate as the load grows:
   N = 256 gets fewer frames than one at N = 8, for the same time);
 * ``scale`` in ``[0, 1]``: one per process, driven by the *event-loop lag* (how late a
   timer of the loop fires), which sees every cost, including those outside the ticks:
-  it shrinks by :data:`DECREASE` each probe while the lag is above :data:`LAG_HIGH`
+  it shrinks by :data:`DECREASE` each probe while the lag (median of the last
+  :data:`LAG_WINDOW` probes: one garbage collection or one moment without a core on a
+  shared machine does not throttle anyone) is above :data:`LAG_HIGH`
   and grows by :data:`INCREASE` while it is below :data:`LAG_LOW` (additive increase,
   multiplicative decrease: the sessions settle just below what the loop can do, and
   recover within seconds when the load goes away);
@@ -28,7 +30,9 @@ starve. Instead, each session lowers its own frame rate as the load grows:
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,6 +47,8 @@ LAG_HIGH, LAG_LOW = 0.040, 0.015
 DECREASE, INCREASE = 0.85, 0.03
 #: Seconds between two lag probes.
 PROBE_EVERY = 0.1
+#: The lag acted on is the median of this many probes.
+LAG_WINDOW = 5
 
 
 @dataclass
@@ -57,12 +63,13 @@ class FrameGovernor:
     sessions : int
         Sessions whose run plays in this process (at least 1 when a cap is asked).
     lag : float
-        The last event-loop lag observed (s).
+        The event-loop lag acted on (s): the median of the last :data:`LAG_WINDOW`.
     """
 
     scale: float = 1.0
     sessions: int = 1
     lag: float = 0.0
+    _lags: deque = field(default_factory=lambda: deque(maxlen=LAG_WINDOW), repr=False)
 
     def observe_lag(self, lag: float, sessions: int | None = None) -> float:
         """Update ``scale`` from one lag measurement (s); return the new scale.
@@ -78,7 +85,8 @@ class FrameGovernor:
             raise ValueError(f"event-loop lag must be a number ≥ 0 s, got {lag!r}")
         if sessions is not None:
             self.sessions = max(int(sessions), 1)
-        self.lag = lag
+        self._lags.append(lag)
+        self.lag = lag = statistics.median(self._lags)
         if lag > LAG_HIGH:
             self.scale *= DECREASE
         elif lag < LAG_LOW:
@@ -147,6 +155,7 @@ class LoopMonitor:
         self.governor.observe_lag(lag, sessions)
         if sessions == 0:  # nobody plays: stop probing (and forget the load)
             self.governor.scale = 1.0
+            self.governor._lags.clear()
             self._loop = None
             return
         self._schedule()

@@ -120,15 +120,31 @@ class ClientPage:
             client.request_server_info()  # runs the loop once: the event is sent
             self._loop = loop
             self.ready.set()
-            # reads the server's messages until close() (``ClientSession`` no longer
-            # offers it: its connection does; a plain ``loop.start()`` reads none)
-            client._connection.loop_until_closed()
+            loop.add_callback(self._pump)
+            loop.start()  # until the connection closes (close())
         except BaseException as err:  # reported by the caller
             self.error = err
             self.ready.set()
         finally:
             if self._loop is not None:
                 self._loop.close(all_fds=True)
+
+    async def _pump(self) -> None:
+        """Apply the server's changes to the document until the connection closes.
+
+        Bokeh's own ``loop_until_closed`` awaits one more nested coroutine per message
+        (``_next`` → ``_handle_messages`` → ``_next`` …) and hits Python's recursion
+        limit after a few hundred frames; this loop reads the same messages flat.
+        """
+        connection = self._client._connection
+        try:
+            while (message := await connection._pop_message()) is not None:
+                if message.msgtype == "PATCH-DOC":
+                    self._client._handle_patch(message)
+        except BaseException as err:  # reported by the caller
+            self.error = err
+        finally:
+            self._loop.stop()
 
     def fps(self, t0: float, t1: float) -> float:
         """Frames received per second between monotonic times ``t0`` and ``t1``."""
@@ -205,12 +221,15 @@ def run(browser, url: str, server_pid: int, stages=(0, 10, 20, 30), pages: int =
             procs = server_processes(server_pid)
             for proc in procs:
                 proc.cpu_percent(None)
+            me = psutil.Process()
+            me.cpu_percent(None)
             page_before = [tab.evaluate("() => window.__frames") for tab in tabs]
             t0 = time.monotonic()
             time.sleep(seconds)
             t1 = time.monotonic()
             page_after = [tab.evaluate("() => window.__frames") for tab in tabs]
             cpu = sum(proc.cpu_percent(None) for proc in procs)
+            client_cpu = me.cpu_percent(None)  # this process: the client sessions
             rss, uss = server_memory(server_pid)
             stage = {
                 "clients": len(clients), "sessions": len(clients) + len(tabs),
@@ -219,7 +238,8 @@ def run(browser, url: str, server_pid: int, stages=(0, 10, 20, 30), pages: int =
                                                                   strict=True)],
                 "client_fps": [c.fps(t0, t1) for c in clients],
                 "caps": [c.cap for c in clients],
-                "cpu_percent": cpu, "rss_mb": rss, "uss_mb": uss,
+                "cpu_percent": cpu, "client_cpu_percent": client_cpu,
+                "rss_mb": rss, "uss_mb": uss,
                 "load_average": os.getloadavg()[0],
                 "client_errors": [repr(c.error) for c in clients if c.error is not None]}
             result["stages"].append(stage)
@@ -260,7 +280,8 @@ def stage_summary(stage: dict) -> str:
             f"{min(stage['client_fps'], default=math.nan):.1f} median "
             f"{statistics.median(stage['client_fps']) if stage['client_fps'] else math.nan:.1f}"
             f"; worst session {min(fps):.1f}; {cap}; server CPU {stage['cpu_percent']:.0f} % "
-            f"(100 % = one core), RSS {stage['rss_mb']:.0f} MB, USS {stage['uss_mb']:.0f} MB; "
+            f"(100 % = one core; the clients' process {stage['client_cpu_percent']:.0f} %), "
+            f"RSS {stage['rss_mb']:.0f} MB, USS {stage['uss_mb']:.0f} MB; "
             f"load average {stage['load_average']:.1f}")
 
 

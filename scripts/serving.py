@@ -16,6 +16,7 @@ so do the tests (``pythonpath`` in pyproject.toml).
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -100,10 +101,13 @@ class Server:
 
 @contextlib.contextmanager
 def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
-           root: Path = ROOT, flags: tuple[str, ...] = QUICK_EXPIRY) -> Iterator[Server]:
+           root: Path = ROOT, flags: tuple[str, ...] = QUICK_EXPIRY,
+           env: dict[str, str] | None = None) -> Iterator[Server]:
     """``panel serve app`` (a path relative to ``root``, the working directory) with the
     README's flags on a free loopback port, and ``flags`` (default
-    :data:`QUICK_EXPIRY`; :func:`classroom_flags` for a class).
+    :data:`QUICK_EXPIRY`; :func:`classroom_flags` for a class); ``env``: environment
+    variables added for the server (e.g. ``PANEL_LOG_LEVEL=info``: sessions created and
+    destroyed are logged).
 
     Yields once the page answers (``RuntimeError`` with the log if it does not within
     ``timeout`` s); terminates the server on exit. The log goes to ``log_path``.
@@ -115,7 +119,7 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
              "--address", "127.0.0.1", "--port", str(port),
              "--allow-websocket-origin", f"127.0.0.1:{port}",
              "--allow-websocket-origin", f"localhost:{port}", *flags],
-            cwd=root, stdout=log, stderr=subprocess.STDOUT)
+            cwd=root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         server = Server(f"http://127.0.0.1:{port}/{Path(app).stem}", port, proc,
                         Path(log_path))
         try:

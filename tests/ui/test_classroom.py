@@ -23,7 +23,8 @@ pytestmark = pytest.mark.ui
 @pytest.mark.slow
 def test_a_reduced_classroom_streams_to_every_session_and_idle_sessions_expire(
         tmp_path, browser, capsys):
-    with served(tmp_path / "panel.log", flags=classroom_flags(procs=2)) as srv:
+    with served(tmp_path / "panel.log", flags=classroom_flags(procs=2),
+                env={"PANEL_LOG_LEVEL": "info"}) as srv:  # logs sessions created/destroyed
         result = classroom.run(browser, srv.url, srv.proc.pid, stages=(10,), pages=1,
                                seconds=20.0, warmup=3.0, slider_changes=0,
                                log=lambda *_: None)
