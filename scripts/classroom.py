@@ -35,9 +35,11 @@ if a session is starved (below ``--min-fps`` frames/s) at the last stage.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
+import queue
 import re
 import statistics
 import sys
@@ -45,6 +47,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -68,66 +71,47 @@ CAP = re.compile(r"busy server: (?:≤|&le;|&#8804;)\s*(\d+)")
 class ClientPage:
     """A Bokeh client session standing in for a student's page (see the module docstring).
 
-    Runs its own event loop in a thread of its own; ``times`` are the monotonic times
-    of the frames it received.
+    Made by :class:`ClientGroup`, on its event loop; ``times`` are the monotonic times of
+    the frames it received, ``status`` the last text of its status line.
     """
 
-    def __init__(self, url: str):
-        self.url = url
-        self.times: list[float] = []
-        self.status = ""
-        self.error: BaseException | None = None
-        self.ready = threading.Event()
-        self._client = None
-        self._loop = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
+    def __init__(self, url: str, loop):
         # the document's model types must be known here: Panel's, and the app's own
         # components (their Bokeh models are defined, and named, when app is imported)
         import panel.models  # noqa: F401
         from bokeh.client import pull_session
         from bokeh.events import DocumentReady
         from bokeh.models import ColumnDataSource
-        from tornado.ioloop import IOLoop
 
         import app.dashboard  # noqa: F401
 
-        try:
-            loop = IOLoop()
-            # URL parameters go as arguments (the websocket URL is built from the path)
-            parts = urllib.parse.urlsplit(self.url)
-            base = urllib.parse.urlunsplit(parts._replace(query=""))
-            arguments = dict(urllib.parse.parse_qsl(parts.query)) or None
-            self._client = client = pull_session(url=base, io_loop=loop, arguments=arguments)
-            doc = client.document
-            source = next(m for m in doc.models if isinstance(m, ColumnDataSource)
-                          and "image" in m.data and "frame" in m.data)
+        self.times: list[float] = []
+        self.status = ""
+        self.error: BaseException | None = None
+        self.open = False
+        self._loop = loop
+        # URL parameters go as arguments (the websocket URL is built from the path)
+        parts = urllib.parse.urlsplit(url)
+        base = urllib.parse.urlunsplit(parts._replace(query=""))
+        arguments = dict(urllib.parse.parse_qsl(parts.query)) or None
+        self._client = client = pull_session(url=base, io_loop=loop, arguments=arguments)
+        doc = client.document
+        source = next(m for m in doc.models if isinstance(m, ColumnDataSource)
+                      and "image" in m.data and "frame" in m.data)
 
-            def acknowledge(attr, old, new):  # what the page's CustomJS does
-                frame = new.get("frame")
-                if frame is not None and len(frame):
-                    self.times.append(time.monotonic())
-                    source.tags = [int(frame[0])]
+        def acknowledge(attr, old, new):  # what the page's CustomJS does
+            frame = new.get("frame")
+            if frame is not None and len(frame):
+                self.times.append(time.monotonic())
+                source.tags = [int(frame[0])]
 
-            source.on_change("data", acknowledge)
-            status = [m for m in doc.models if "frames/s" in str(getattr(m, "text", ""))
-                      or "t = " in str(getattr(m, "text", ""))]
-            for model in status:
+        source.on_change("data", acknowledge)
+        for model in doc.models:
+            if "t = " in str(getattr(model, "text", "")):  # the status line
                 model.on_change("text", lambda attr, old, new: setattr(self, "status", new))
-            doc.callbacks.send_event(DocumentReady())
-            client.request_server_info()  # runs the loop once: the event is sent
-            self._loop = loop
-            self.ready.set()
-            loop.add_callback(self._pump)
-            loop.start()  # until the connection closes (close())
-        except BaseException as err:  # reported by the caller
-            self.error = err
-            self.ready.set()
-        finally:
-            if self._loop is not None:
-                self._loop.close(all_fds=True)
+        doc.callbacks.send_event(DocumentReady())
+        self.open = True
+        loop.add_callback(self._pump)
 
     async def _pump(self) -> None:
         """Apply the server's changes to the document until the connection closes.
@@ -144,7 +128,7 @@ class ClientPage:
         except BaseException as err:  # reported by the caller
             self.error = err
         finally:
-            self._loop.stop()
+            self.open = False
 
     def fps(self, t0: float, t1: float) -> float:
         """Frames received per second between monotonic times ``t0`` and ``t1``."""
@@ -156,12 +140,65 @@ class ClientPage:
         match = CAP.search(self.status)
         return float(match[1]) if match else None
 
+
+class ClientGroup:
+    """Client sessions sharing one event loop in one thread.
+
+    (One thread per session would measure Python's lock between 30 threads, each waiting
+    its turn for every message, rather than the server.) :meth:`add` pauses the loop, opens
+    sessions on it and runs it again; :meth:`close` closes them all, as closed tabs.
+    """
+
+    def __init__(self, url: str):
+        self.url = url
+        self.clients: list[ClientPage] = []
+        self.errors: list[str] = []
+        self._commands: queue.Queue = queue.Queue()
+        self._done = threading.Event()
+        self._running = False
+        self._loop = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from tornado.ioloop import IOLoop
+
+        self._loop = loop = IOLoop()
+        try:
+            while (command := self._commands.get()) is not None:
+                for _ in range(command):
+                    try:
+                        self.clients.append(ClientPage(self.url, loop))
+                    except Exception as err:  # reported by the caller
+                        self.errors.append(repr(err))
+                self._running = True
+                self._done.set()
+                loop.start()  # until the next command stops it
+                self._running = False
+            for client in self.clients:
+                client._client.close()
+            deadline = time.monotonic() + 20
+            while any(c.open for c in self.clients) and time.monotonic() < deadline:
+                loop.run_sync(lambda: asyncio.sleep(0.1))
+        finally:
+            loop.close(all_fds=True)
+            self._done.set()
+
+    def _send(self, command) -> None:
+        self._done.clear()
+        self._commands.put(command)
+        if self._running:
+            self._loop.add_callback(self._loop.stop)
+        self._done.wait(timeout=300)
+
+    def add(self, n: int) -> None:
+        """Open ``n`` more client sessions (returns once they are open)."""
+        self._send(n)
+
     def close(self) -> None:
-        """Close the session (as a closed tab) and end its thread."""
-        loop = self._loop
-        if loop is not None:
-            loop.add_callback(self._client.close)  # ends loop_until_closed
-        self._thread.join(timeout=30)
+        """Close every session (as closed tabs) and end the thread."""
+        self._send(None)
+        self._thread.join(timeout=60)
 
 
 def server_processes(pid: int) -> list[psutil.Process]:
@@ -191,12 +228,14 @@ def _open_page(context, url):
 
 def run(browser, url: str, server_pid: int, stages=(0, 10, 20, 30), pages: int = 2,
         seconds: float = 20.0, warmup: float = 4.0, slider_changes: int = 6,
-        log=print) -> dict:
+        client_threads: int = 3, log=print) -> dict:
     """The classroom: ``pages`` Chromium pages, then client sessions stage by stage.
 
     Returns a dict with, per stage, the frames/s of every page and client, the caps
     shown, the server's CPU (% of one core, all processes) and memory; and the slider
-    latency of the first page at the last stage, errors of pages and clients.
+    latency of the first page at the last stage, errors of pages and clients. The client
+    sessions are spread over ``client_threads`` :class:`ClientGroup` s (opened in parallel,
+    as students joining together).
     """
     import bench_browser
 
@@ -205,7 +244,12 @@ def run(browser, url: str, server_pid: int, stages=(0, 10, 20, 30), pages: int =
     result["rss_idle_mb"], result["uss_idle_mb"] = server_memory(server_pid)
     contexts = [browser.new_context(viewport={"width": 1280, "height": 720})
                 for _ in range(pages)]
-    tabs, clients = [], []
+    tabs = []
+    groups = [ClientGroup(url) for _ in range(max(client_threads, 1))]
+
+    def clients():
+        return [c for g in groups for c in g.clients]
+
     try:
         for context in contexts:
             tab = _open_page(context, url)
@@ -213,10 +257,12 @@ def run(browser, url: str, server_pid: int, stages=(0, 10, 20, 30), pages: int =
             tabs.append(tab)
         for target in stages:
             started = time.monotonic()
-            while len(clients) < target:
-                clients.append(ClientPage(url))
-            for client in clients:
-                client.ready.wait(timeout=120)
+            more = target - len(clients())
+            if more > 0:
+                shares = [more // len(groups) + (k < more % len(groups))
+                          for k in range(len(groups))]
+                with ThreadPoolExecutor(len(groups)) as pool:
+                    list(pool.map(ClientGroup.add, groups, shares))
             time.sleep(warmup)
             procs = server_processes(server_pid)
             for proc in procs:
@@ -231,17 +277,19 @@ def run(browser, url: str, server_pid: int, stages=(0, 10, 20, 30), pages: int =
             cpu = sum(proc.cpu_percent(None) for proc in procs)
             client_cpu = me.cpu_percent(None)  # this process: the client sessions
             rss, uss = server_memory(server_pid)
+            now = clients()
             stage = {
-                "clients": len(clients), "sessions": len(clients) + len(tabs),
+                "clients": len(now), "sessions": len(now) + len(tabs),
                 "open_seconds": t0 - started - warmup,
                 "page_fps": [(b - a) / (t1 - t0) for a, b in zip(page_before, page_after,
                                                                   strict=True)],
-                "client_fps": [c.fps(t0, t1) for c in clients],
-                "caps": [c.cap for c in clients],
+                "client_fps": [c.fps(t0, t1) for c in now],
+                "caps": [c.cap for c in now],
                 "cpu_percent": cpu, "client_cpu_percent": client_cpu,
                 "rss_mb": rss, "uss_mb": uss,
                 "load_average": os.getloadavg()[0],
-                "client_errors": [repr(c.error) for c in clients if c.error is not None]}
+                "client_errors": [e for g in groups for e in g.errors]
+                + [repr(c.error) for c in now if c.error is not None]}
             result["stages"].append(stage)
             log(stage_summary(stage))
         if slider_changes and tabs:
@@ -250,8 +298,8 @@ def run(browser, url: str, server_pid: int, stages=(0, 10, 20, 30), pages: int =
                 result.update(bench_browser.slider_latency(tab, slider_changes))
                 result["slider_load_average"] = os.getloadavg()[0]
     finally:
-        for client in clients:
-            client.close()
+        for group in groups:
+            group.close()
         for context in contexts:
             context.close()
     result["memory_per_session_mb"] = memory_per_session(result["stages"])
