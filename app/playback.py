@@ -22,7 +22,7 @@ import param
 
 from dynamics import DIVERGED, FAILED, RUNNING
 
-from . import server
+from . import pacing, server
 from .models import COMPARISON_MODEL, not_applicable
 
 #: Frames sent to the browser and not yet acknowledged before a tick is skipped (each
@@ -101,7 +101,9 @@ class Playback(param.Parameterized):
     def tick(self) -> None:
         """The periodic callback: one frame, unless it is too early or the browser is behind.
 
-        The callback runs every ``period`` ms but sends at most ``max_fps`` frames/s.
+        The callback runs every ``period`` ms but sends at most ``max_fps`` frames/s;
+        on a server, at most :meth:`frame_cap` (lower when the server is loaded, see
+        :mod:`app.pacing`).
 
         With a browser attached (flow control on), at most ``MAX_IN_FLIGHT`` frames
         may be sent and not yet acknowledged by the page, so a slow browser lowers the
@@ -114,7 +116,7 @@ class Playback(param.Parameterized):
         urgent = self._urgent  # a changed setting: one frame skips the cap and one
         # place of the in-flight limit, so it does not wait behind the frame rate
         if (not urgent and self._callback is not None
-                and now - self._last_frame < 1.0 / self.max_fps - slack):
+                and now - self._last_frame < 1.0 / self.frame_cap() - slack):
             return
         if self._flow_control:
             session = getattr(self._session_context, "session", None)
@@ -126,6 +128,13 @@ class Playback(param.Parameterized):
         self._urgent = False
         self._last_frame = now
         self.advance_frame()
+
+    def frame_cap(self) -> float:
+        """Most frames per second sent now: ``max_fps``, or on a server the adaptive
+        per-session cap of :mod:`app.pacing` (lower as the server's load grows)."""
+        if not self._flow_control:
+            return self.max_fps
+        return pacing.governor(server.live_callbacks).cap(self.max_fps, self.tick_ms / 1e3)
 
     def _on_ack(self, attr, old, new):
         if new:
@@ -234,6 +243,9 @@ class Playback(param.Parameterized):
         if running:  # rates of a run that advances (none while paused: no stale rates)
             parts += [f"{fps:.1f} frames/s", f"{fps * self.steps_per_frame:.0f} steps/s",
                       f"server {self.tick_ms:.1f} ms/tick ({self.compute_ms:.1f} ms simulation)"]
+            cap = self.frame_cap()
+            if cap < self.max_fps:  # the server's load lowers the rate (app.pacing)
+                parts.append(f"busy server: ≤ {cap:.0f} frames/s")
         # the run's own N and d (a real head's come from its sentence, not the sliders)
         n, d = (self.history[-1].features.shape if self.history
                 else (self.settings.n_tokens, self.settings.dim))

@@ -94,7 +94,7 @@ async (ms) => {
 
 #: Sets log10 β on the slider and waits until the softmax map received a frame computed
 #: with that β (the dashboard sends the β of each softmax map along with it) and was
-#: painted.
+#: painted; returns [ms until the map was received, ms until it was painted].
 SLIDER = """
 async ([logBeta, timeout]) => {
   const b = window.__bench;
@@ -104,14 +104,16 @@ async ([logBeta, timeout]) => {
     return sent !== undefined && Math.abs(sent[0] - beta) <= 1e-6 * beta;
   };
   const t0 = performance.now();
+  let received = null;
   b.slider.value = logBeta;
   return await new Promise(resolve => {
     const painted = () => {
       b.softView.repainted.disconnect(painted);
-      resolve(performance.now() - t0);
+      resolve([received, performance.now() - t0]);
     };
     const check = () => {
       if (shows()) {
+        received = performance.now() - t0;
         b.softmax.properties.data.change.disconnect(check);
         b.softView.repainted.connect(painted);
       }
@@ -161,12 +163,19 @@ def _app_file(max_fps: float | None, tmp: Path) -> str:
 
 def measure(seconds: float = 10.0, n_tokens: int = 64, dim: int = 16,
             slider_changes: int = 10, minutes_memory: float = 0.0,
-            max_fps: float | None = None, warmup: float = 2.0, log=print) -> dict:
-    """Serve the app, open the page and return the figures (see the module docstring)."""
+            max_fps: float | None = None, warmup: float = 2.0, log=print,
+            viewport: dict | None = None) -> dict:
+    """Serve the app, open the page and return the figures (see the module docstring).
+
+    ``viewport``: the page's size (``{"width": w, "height": h}``; default
+    :data:`serving.VIEWPORT`), e.g. 1280×720 for a projector.
+    """
     import psutil
     from playwright.sync_api import sync_playwright
 
-    result = {"n_tokens": n_tokens, "dim": dim}
+    viewport = viewport or VIEWPORT
+    result = {"n_tokens": n_tokens, "dim": dim, "load_average": os.getloadavg()[0],
+              "viewport": f"{viewport['width']}x{viewport['height']}"}
     with tempfile.TemporaryDirectory() as tmp:
         with served(Path(tmp) / "panel.log", _app_file(max_fps, Path(tmp)), root=ROOT) as srv:
             server = psutil.Process(srv.proc.pid)
@@ -175,7 +184,7 @@ def measure(seconds: float = 10.0, n_tokens: int = 64, dim: int = 16,
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                              headless=True)
-                page = browser.new_page(viewport=VIEWPORT)
+                page = browser.new_page(viewport=viewport)
                 errors = []
                 page.on("pageerror", lambda exc: errors.append(str(exc)))
                 page.goto(url)
@@ -237,17 +246,20 @@ def slider_latency(page, changes: int) -> dict:
     """
     import math
 
-    times, misses = [], 0
+    times, received, misses = [], [], 0
     for k in range(changes):
         beta = BETAS[k % 2]
         ms = page.evaluate(SLIDER, [math.log10(beta), 5000])
         if ms is None:
             misses += 1
         else:
-            times.append(ms)
+            received.append(ms[0])
+            times.append(ms[1])
         page.wait_for_timeout(600)
     page.evaluate("(v) => { window.__bench.slider.value = v; }", 0.0)  # back to β = 1
     return {"slider_ms": statistics.median(times) if times else float("nan"),
+            # the map's arrival in the page (the rest, to slider_ms, is waiting to paint)
+            "slider_received_ms": statistics.median(received) if received else float("nan"),
             "slider_ms_all": [round(t) for t in times], "slider_misses": misses}
 
 
@@ -269,6 +281,17 @@ def memory_run(page, server, minutes: float, log) -> dict:
             "memory_frames": frame}
 
 
+def _viewport(text: str) -> dict:
+    """``"1280x720"`` → ``{"width": 1280, "height": 720}`` (argparse type)."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--viewport wants WIDTHxHEIGHT, got {text!r}") from None
+    if width <= 0 or height <= 0:
+        raise argparse.ArgumentTypeError(f"--viewport wants positive sizes, got {text!r}")
+    return {"width": width, "height": height}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="counting window (s)")
@@ -279,6 +302,9 @@ def main(argv=None) -> None:
                         help="then stream this many minutes, sampling RSS each 30 s")
     parser.add_argument("--max-fps", type=float, default=None,
                         help="serve a copy of app/main.py with Dashboard(max_fps=...)")
+    parser.add_argument("--viewport", type=_viewport, default=None, metavar="WxH",
+                        help="page size, e.g. 1280x720 (default %(default)s: "
+                             f"{VIEWPORT['width']}x{VIEWPORT['height']})")
     parser.add_argument("--repeat", type=int, default=1, help="runs (one server each)")
     parser.add_argument("--json", action="store_true", help="print each result as JSON")
     args = parser.parse_args(argv)
@@ -286,11 +312,12 @@ def main(argv=None) -> None:
         sys.exit(f"Chromium not found at {CHROMIUM}")
     for _ in range(args.repeat):
         r = measure(args.seconds, args.n_tokens, args.dim, args.slider_changes,
-                    args.minutes_memory, args.max_fps)
+                    args.minutes_memory, args.max_fps, viewport=args.viewport)
         if args.json:
             print(json.dumps(r))
             continue
-        print(f"N = {r['n_tokens']}, d = {r['dim']}: page {r['fps']:.1f} frames/s "
+        print(f"N = {r['n_tokens']}, d = {r['dim']}, {r['viewport']}, load average "
+              f"{os.getloadavg()[0]:.1f}: page {r['fps']:.1f} frames/s "
               f"(heatmap painted {r['paint_fps']:.1f}/s, animation frames "
               f"{r['raf_fps']:.0f}/s, server sent {r['frames_sent']:.1f}/s); "
               f"simulation alone {r['sim_fps']:.1f} frames/s; ratio {r['fps_over_sim']:.2f}")
@@ -301,7 +328,8 @@ def main(argv=None) -> None:
               f"{r['rss_idle_mb']:.0f} MB, with the session {r['rss_mb']:.0f} MB "
               f"(+{r['rss_mb'] - r['rss_idle_mb']:.0f} MB), at the end {r['rss_end_mb']:.0f} MB")
         if "slider_ms" in r:
-            print(f"  slider → softmax map: median {r['slider_ms']:.0f} ms "
+            print(f"  slider → softmax map: median {r['slider_ms']:.0f} ms (received "
+                  f"{r['slider_received_ms']:.0f} ms) "
                   f"({r['slider_ms_all']}, misses {r['slider_misses']})")
         if "memory_growth_mb" in r:
             print(f"  memory run: growth {r['memory_growth_mb']:+.1f} MB "

@@ -6,6 +6,8 @@
 * :data:`CHROMIUM`, :data:`CHROMIUM_ARGS`, :data:`VIEWPORT`: Debian's Chromium, headless
   (Playwright's own browser download is never used).
 * :data:`COUNT_CHANGES`: page script counting the attention heatmap's data changes.
+* :func:`classroom_flags`: the README's flags for a class (processes, idle-session
+  expiry, token lifetime), used by ``scripts/classroom.py`` and its test.
 
 The scripts import it directly (``scripts/`` is on ``sys.path`` when one runs), and
 so do the tests (``pythonpath`` in pyproject.toml).
@@ -14,6 +16,7 @@ so do the tests (``pythonpath`` in pyproject.toml).
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -41,6 +44,25 @@ async (ms) => {
   return n;
 }
 """
+
+
+#: Flags of the test servers: closed pages' sessions (and their periodic callbacks) go
+#: away after a second.
+QUICK_EXPIRY = ("--check-unused-sessions", "1000", "--unused-session-lifetime", "1000")
+
+
+def classroom_flags(procs: int = 2) -> tuple[str, ...]:
+    """The README's ``panel serve`` flags for a class (besides address, port, origins).
+
+    ``procs`` worker processes (one per core: each runs its sessions on one event loop);
+    a session whose page is closed is dropped within 15 s of its last connection
+    (checked every 5 s); a page's session token creates a session only within 5 minutes
+    of loading it; the websocket is pinged every 10 s (a proxy or a laptop's Wi-Fi does
+    not silently drop an idle connection).
+    """
+    return ("--num-procs", str(procs),
+            "--check-unused-sessions", "5000", "--unused-session-lifetime", "15000",
+            "--session-token-expiration", "300", "--keep-alive", "10000")
 
 
 def free_port() -> int:
@@ -79,9 +101,13 @@ class Server:
 
 @contextlib.contextmanager
 def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
-           root: Path = ROOT) -> Iterator[Server]:
+           root: Path = ROOT, flags: tuple[str, ...] = QUICK_EXPIRY,
+           env: dict[str, str] | None = None) -> Iterator[Server]:
     """``panel serve app`` (a path relative to ``root``, the working directory) with the
-    README's flags on a free loopback port.
+    README's flags on a free loopback port, and ``flags`` (default
+    :data:`QUICK_EXPIRY`; :func:`classroom_flags` for a class); ``env``: environment
+    variables added for the server (e.g. ``PANEL_LOG_LEVEL=info``: sessions created and
+    destroyed are logged).
 
     Yields once the page answers (``RuntimeError`` with the log if it does not within
     ``timeout`` s); terminates the server on exit. The log goes to ``log_path``.
@@ -92,10 +118,8 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
             [str(Path(sys.executable).with_name("panel")), "serve", app,
              "--address", "127.0.0.1", "--port", str(port),
              "--allow-websocket-origin", f"127.0.0.1:{port}",
-             "--allow-websocket-origin", f"localhost:{port}",
-             # closed pages' sessions (and their periodic callbacks) go away quickly
-             "--check-unused-sessions", "1000", "--unused-session-lifetime", "1000"],
-            cwd=root, stdout=log, stderr=subprocess.STDOUT)
+             "--allow-websocket-origin", f"localhost:{port}", *flags],
+            cwd=root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         server = Server(f"http://127.0.0.1:{port}/{Path(app).stem}", port, proc,
                         Path(log_path))
         try:
@@ -110,10 +134,24 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
 
 
 def stop(proc) -> None:
-    """Terminate a server process; kill it if it has not ended within 10 s."""
+    """Terminate a server process and its workers (``--num-procs``, which outlive their
+    parent); kill those that have not ended within 10 s."""
+    import psutil
+
+    try:
+        workers = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        workers = []
     proc.terminate()
+    for worker in workers:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            worker.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    for worker in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            worker.kill()

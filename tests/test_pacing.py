@@ -1,0 +1,154 @@
+"""The adaptive per-session frame cap (``app/pacing.py``): its control law, on its own
+and in a closed loop against a model of a server, and its lag probe on a real loop."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import pytest
+
+from app import pacing
+from app.pacing import (
+    BUSY_TARGET,
+    DECREASE,
+    INCREASE,
+    LAG_HIGH,
+    LAG_LOW,
+    LAG_WINDOW,
+    MIN_FPS,
+    FrameGovernor,
+    LoopMonitor,
+)
+
+
+def test_high_lag_shrinks_the_scale_geometrically_and_the_cap_stops_at_the_floor():
+    gov = FrameGovernor()
+    for k in range(1, 6):  # (a constant lag: its median is itself)
+        gov.observe_lag(2 * LAG_HIGH)
+        assert gov.scale == pytest.approx(DECREASE**k)
+    assert gov.cap(40.0, 0.0) == pytest.approx(40.0 * DECREASE**5)
+    for _ in range(200):
+        gov.observe_lag(1.0)
+    assert gov.adapting
+    assert gov.cap(40.0, 0.0) == MIN_FPS  # never below the floor
+    assert gov.cap(3.0, 0.0) == 3.0  # a session asking fewer than the floor keeps its own
+
+
+def test_one_late_probe_in_the_window_throttles_nobody_but_a_majority_does():
+    gov = FrameGovernor()
+    for lag in (0.0, 0.0, 1.0, 0.0, 0.0):  # one pause (a collection, a descheduled core)
+        gov.observe_lag(lag)
+    assert gov.scale == 1.0
+    gov = FrameGovernor()
+    assert LAG_WINDOW == 5
+    medians = []
+    for lag in (0.0, 0.0, 1.0, 1.0, 1.0):  # late most of the time
+        gov.observe_lag(lag)
+        medians.append(gov.lag)
+    assert medians == [0.0, 0.0, 0.0, 0.5, 1.0]
+    assert gov.scale == pytest.approx(DECREASE**2)  # the last two medians above LAG_HIGH
+    assert gov.lag == 1.0
+
+
+def test_low_lag_recovers_additively_and_the_band_between_holds_the_scale():
+    gov = FrameGovernor(scale=0.1)
+    gov.observe_lag((LAG_LOW + LAG_HIGH) / 2)
+    assert gov.scale == 0.1  # inside the band: no change (no oscillation at the edge)
+    steps = math.ceil((1.0 - 0.1) / INCREASE)
+    for k in range(1, steps):
+        gov.observe_lag(0.0)
+        assert gov.scale == pytest.approx(0.1 + k * INCREASE)
+    gov.observe_lag(0.0)
+    gov.observe_lag(0.0)
+    assert gov.scale == 1.0 and not gov.adapting
+    assert gov.cap(40.0, 0.001) == 40.0
+
+
+def test_fair_share_divides_the_busy_target_by_sessions_and_tick_cost():
+    gov = FrameGovernor()
+    gov.observe_lag(0.0, sessions=4)
+    cheap, dear = gov.cap(1000.0, 0.002), gov.cap(1000.0, 0.010)
+    # unclamped: sessions · tick · fps is the busy target
+    assert 4 * 0.002 * cheap == pytest.approx(BUSY_TARGET)
+    assert 4 * 0.010 * dear == pytest.approx(BUSY_TARGET)
+    assert cheap / dear == pytest.approx(5.0)  # the same time each, not the same frames
+    gov.observe_lag(0.0, sessions=30)
+    assert gov.cap(40.0, 0.010) == MIN_FPS  # 0.6 / (30 · 10 ms) = 2 frames/s → the floor
+    gov.observe_lag(0.0, sessions=0)
+    assert gov.sessions == 1  # no division by zero
+
+
+@pytest.mark.parametrize("lag", [-0.01, float("nan")])
+def test_a_bad_lag_is_refused(lag):
+    with pytest.raises(ValueError, match="lag"):
+        FrameGovernor().observe_lag(lag)
+
+
+def test_a_bad_max_fps_is_refused():
+    with pytest.raises(ValueError, match="max_fps"):
+        FrameGovernor().cap(0.0, 0.01)
+
+
+def _settle(sessions, tick, overhead=0.004, max_fps=40.0, probes=600):
+    """A model of one server process: each frame costs its tick plus ``overhead`` of
+    loop time outside the tick; the lag grows with the loop's overload (the loop is
+    late by the work it cannot do in a probe interval). Returns the settled cap and
+    the loop's busy fraction."""
+    gov = FrameGovernor()
+    busy = 0.0
+    for _ in range(probes):
+        fps = gov.cap(max_fps, tick)
+        busy = sessions * fps * (tick + overhead)
+        lag = max(busy - 0.9, 0.0) * pacing.PROBE_EVERY * 10 + 0.005 * busy
+        gov.observe_lag(lag, sessions)
+    return gov.cap(max_fps, tick), busy
+
+
+def test_closed_loop_each_session_slows_as_sessions_join_and_the_loop_keeps_up():
+    settled = [_settle(n, tick=0.008) for n in (1, 2, 5, 10, 15)]
+    caps = [cap for cap, _ in settled]
+    assert caps[0] == 40.0  # one session alone: its full rate
+    assert all(a >= b for a, b in zip(caps, caps[1:], strict=False)), caps
+    assert caps[-1] < caps[1] / 3, caps  # lowered as the load grew
+    for cap, busy in settled:
+        assert cap >= MIN_FPS
+        assert busy <= 1.0, settled  # not falling behind: the loop's work fits in its time
+
+
+def test_closed_loop_overload_beyond_the_floor_is_visible_not_hidden():
+    # 40 sessions of 10 ms each at the floor need 40 · 5 · 14 ms = 2.8 s per second:
+    # the cap stays at the floor (every session keeps moving) and the busy fraction
+    # says the process is over capacity (the README: more processes or fewer sessions).
+    cap, busy = _settle(40, tick=0.010)
+    assert cap == MIN_FPS and busy > 1.0
+
+
+def test_loop_monitor_sees_a_blocked_loop_and_stops_when_nobody_plays():
+    gov = FrameGovernor()
+    playing = [3]
+    monitor = LoopMonitor(gov, lambda: playing[0])
+
+    async def main():
+        monitor.ensure_running()
+        monitor.ensure_running()  # idempotent: one probe chain
+        await asyncio.sleep(3 * pacing.PROBE_EVERY)
+        assert gov.scale == 1.0 and gov.lag < LAG_HIGH
+        for _ in range(LAG_WINDOW):  # ticks that block the loop for 250 ms, again and again
+            time.sleep(0.25)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.5 * pacing.PROBE_EVERY)
+        assert gov.lag > LAG_HIGH and gov.scale < 1.0 and gov.sessions == 3
+        playing[0] = 0
+        await asyncio.sleep(3 * pacing.PROBE_EVERY)
+        assert monitor._loop is None and gov.scale == 1.0  # stopped and reset
+
+    asyncio.run(main())
+
+
+def test_without_a_server_the_dashboard_cap_is_its_max_fps():
+    from app.dashboard import Dashboard
+
+    dash = Dashboard(max_fps=17.0)
+    assert dash.frame_cap() == 17.0
