@@ -49,7 +49,7 @@ def shared_client():
 
             cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1,
                                    processes=True, **QUIET_CLUSTER)
-            _CLIENT = Client(cluster)
+            _CLIENT = Client(cluster, set_as_default=False)
         return _CLIENT
 
 

@@ -154,7 +154,7 @@ def _sweep_main(parser, args) -> int:
         from distributed import Client
 
         try:
-            client = Client(args.scheduler, timeout=20)
+            client = Client(args.scheduler, timeout=20, set_as_default=False)
         except OSError as err:
             print(f"error: cannot reach --scheduler {args.scheduler!r}: {err}", file=sys.stderr)
             return 1

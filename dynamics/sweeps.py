@@ -534,7 +534,8 @@ class SweepRun:
 
             n = self.workers or os.cpu_count() or 1
             with LocalCluster(n_workers=n, threads_per_worker=1, processes=self.processes,
-                              **QUIET_CLUSTER) as cluster, Client(cluster) as client:
+                              **QUIET_CLUSTER) as cluster, \
+                    Client(cluster, set_as_default=False) as client:
                 self._execute(client)
         result = self.dataset()
         if self.cache and not self.cancelled:
@@ -559,7 +560,7 @@ class SweepRun:
         if self._cancel.is_set():  # cancelled while submitting
             self.cancel()
         try:
-            for future in as_completed(self._futures):
+            for future in as_completed(self._futures, loop=client.loop):
                 if future.cancelled() or self._cancel.is_set():
                     continue
                 if future.status == "error":  # a task that could not run at all

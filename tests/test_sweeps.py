@@ -48,7 +48,7 @@ def _cluster(workers, processes=False):
 @pytest.fixture(scope="module")
 def client():
     """Two single-threaded workers in this process (real scheduler and workers over TCP)."""
-    with _cluster(2) as cluster, Client(cluster) as c:
+    with _cluster(2) as cluster, Client(cluster, set_as_default=False) as c:
         yield c
 
 
@@ -223,7 +223,7 @@ def test_result_does_not_depend_on_workers_or_batching(client):
     for batch_size in (2, 4, None):
         xr.testing.assert_identical(
             sweep(BASE, GRID, t_end=T_END, client=client, batch_size=batch_size), reference)
-    with _cluster(1) as cluster, Client(cluster) as one:
+    with _cluster(1) as cluster, Client(cluster, set_as_default=False) as one:
         xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=one), reference)
 
 
@@ -342,10 +342,10 @@ def test_scheduler_and_two_worker_processes_started_by_hand(tmp_path, monkeypatc
         for name in ("w1", "w2"):
             procs.append(_dask("worker", address, "--nthreads", "1", "--name", name,
                                "--no-dashboard", "--no-nanny"))
-        with Client(address, timeout=60) as c:
+        with Client(address, timeout=60, set_as_default=False) as c:
             c.wait_for_workers(2, timeout=60)
             reference = sweep(BASE, GRID, t_end=T_END, client=c)
-            with _cluster(2) as cluster, Client(cluster) as local:
+            with _cluster(2) as cluster, Client(cluster, set_as_default=False) as local:
                 xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=local),
                                             reference)
             # the CLI against the same cluster
@@ -423,3 +423,20 @@ def test_ctrl_c_cancels_a_cli_sweep_and_leaves_no_worker(tmp_path):
     assert not out.exists()
     gone, alive = psutil.wait_procs(children, timeout=20)
     assert alive == []
+
+
+def test_a_sweep_leaves_dask_s_default_scheduler_alone(tmp_path):
+    """A sweep's own cluster and client are not made dask's default: afterwards xarray's
+    NetCDF files (and any dask computation of the caller) run as before. (A client left as
+    the default once broke every later NetCDF export in the same process.)"""
+    import dask
+    import xarray as xr
+
+    before = dask.config.get("scheduler", None)
+    sweep(BASE, grid={"beta": [0.5, 1.0]}, t_end=0.1, processes=False, workers=1,
+          cache=False)
+    assert dask.config.get("scheduler", None) == before
+    path = tmp_path / "x.nc"
+    xr.Dataset({"a": ("t", [1.0, 2.0])}).to_netcdf(path, engine="scipy")
+    with xr.open_dataset(path, engine="scipy") as ds:
+        assert ds["a"].values.tolist() == [1.0, 2.0]

@@ -46,7 +46,7 @@ def test_sweep_workers_and_overhead(benchmark):
         for n in (1, 2):
             clusters[n] = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                        **QUIET_CLUSTER)
-            clients[n] = Client(clusters[n])
+            clients[n] = Client(clusters[n], set_as_default=False)
         runs = {f"{n} worker{'s' * (n > 1)}": (lambda c=c: sweep(BASE, GRID, t_end, METRICS,
                                                               client=c))
                 for n, c in clients.items()}
