@@ -13,8 +13,6 @@ Radau and LSODA.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -23,7 +21,6 @@ from dynamics import simulate
 from .conftest import table_row
 from .test_solve_ivp import (
     DT_LADDER,
-    EXTRA_RUNGS,
     ROUNDS,
     T_END,
     _fastest,
@@ -31,6 +28,7 @@ from .test_solve_ivp import (
     _reference,
     _settings,
     _simulate_run,
+    _walk,
 )
 
 TARGETS = (1e-4, 1e-6)
@@ -49,21 +47,6 @@ def _rtol_run(settings, rtol, t_end):
         return traj.features[-1]
 
     return run
-
-
-def _walk(ladder, X_ref, target):
-    rungs, passing = [], []
-    for config, run in ladder:
-        t0 = time.perf_counter()
-        X = run()
-        seconds = time.perf_counter() - t0
-        error = float(np.max(np.abs(X - X_ref)))
-        rungs.append((config, error, seconds))
-        if error <= target:
-            passing.append((config, run, error))
-            if len(passing) > EXTRA_RUNGS:
-                break
-    return passing, rungs
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -79,9 +79,9 @@ def _ivp_run(settings: Settings, method: str, rtol: float, t_end: float):
     return run
 
 
-def _walk(ladder, X_ref):
+def _walk(ladder, X_ref, target=TARGET_ERROR):
     """Run each ``(config, run)`` once, coarse to fine, up to ``EXTRA_RUNGS`` rungs past
-    the first one reaching the target.
+    the first one reaching ``target`` (max abs error of the features).
 
     Returns ``(passing, rungs)``: ``passing`` the ``(config, run, error)`` of every rung
     reaching the target (empty if none), ``rungs`` the ``(config, error, seconds)`` of
@@ -95,7 +95,7 @@ def _walk(ladder, X_ref):
         seconds = time.perf_counter() - t0
         error = float(np.max(np.abs(X - X_ref)))
         rungs.append((config, error, seconds))
-        if error <= TARGET_ERROR:
+        if error <= target:
             passing.append((config, run, error))
             if len(passing) > EXTRA_RUNGS:
                 break
