@@ -134,24 +134,30 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
 
 
 def stop(proc) -> None:
-    """Terminate a server process and its workers (``--num-procs``, which outlive their
-    parent); kill those that have not ended within 10 s."""
+    """Terminate a server process, then whatever of its process tree outlives it.
+
+    The server alone is signalled first: it closes its own children (the embedded dask
+    cluster's worker processes, which log tracebacks when killed under their scheduler).
+    The workers of ``--num-procs`` outlive their parent; they are terminated after it,
+    and anything still alive 10 s later is killed.
+    """
     import psutil
 
     try:
-        workers = psutil.Process(proc.pid).children(recursive=True)
+        tree = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
-        workers = []
+        tree = []
     proc.terminate()
-    for worker in workers:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            worker.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    _, alive = psutil.wait_procs(workers, timeout=10)
-    for worker in alive:
+    _, survivors = psutil.wait_procs(tree, timeout=0.5)
+    for child in survivors:
         with contextlib.suppress(psutil.NoSuchProcess):
-            worker.kill()
+            child.terminate()
+    _, alive = psutil.wait_procs(survivors, timeout=10)
+    for child in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
