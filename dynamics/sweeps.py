@@ -88,6 +88,10 @@ STATUSES = ("completed", "diverged", "failed", "error", "cancelled")
 CACHE_ENV = "ATTENTION_DYNAMICS_CACHE"
 
 
+#: Tasks per worker thread when the batch size is not given: enough for the last tasks
+#: to even out the workers, few enough for the scheduling to stay a small cost.
+TASKS_PER_THREAD = 4
+
 #: ``LocalCluster`` options of an embedded cluster: no dashboard, and the scheduler's small
 #: HTTP server (health, metrics) on a free port rather than 8787.
 QUIET_CLUSTER = {"dashboard_address": None, "scheduler_kwargs": {"dashboard_address": ":0"}}
@@ -431,7 +435,8 @@ class SweepRun:
     every : int
         Record every ``every``-th step (the metrics read the recorded frames).
     batch_size : int, optional
-        Points per task; by default about four tasks per worker thread.
+        Points per task; by default about :data:`TASKS_PER_THREAD` tasks per worker
+        thread, each of every n-th point of the grid.
     workers : int, optional
         Workers of the embedded cluster (default: the machine's cores).
     processes : bool
@@ -549,9 +554,12 @@ class SweepRun:
         from distributed import as_completed
 
         threads = sum(client.nthreads().values()) or 1
-        size = self.batch_size or max(1, math.ceil(self.total / (4 * threads)))
+        size = self.batch_size or max(1, math.ceil(self.total / (TASKS_PER_THREAD * threads)))
         full = [(idx, {**self.base, **values}) for idx, values in self.points]
-        batches = [full[i:i + size] for i in range(0, len(full), size)]
+        # Interleaved, not consecutive: neighbouring grid points cost alike (a stiff row of
+        # the grid is slow throughout), so a batch of every n-th point balances the workers.
+        n_batches = math.ceil(len(full) / size)
+        batches = [full[i::n_batches] for i in range(n_batches)]
         self._client = client
         if self._cancel.is_set():
             return

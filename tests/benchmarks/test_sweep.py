@@ -29,7 +29,7 @@ from .conftest import record, side_by_side
 BASE = Settings(model="canonical", n_tokens=8, dim=4, dt=0.01)
 GRID = {"beta": list(np.geomspace(0.3, 3, 8)), "gamma": list(np.geomspace(0.3, 30, 8))}
 T_END, METRICS = 2.0, ["kl_mean", "dissipated", "energy_residual_max"]
-ROUNDS = 3
+ROUNDS = 5
 
 
 def _plain_loop(t_end):
