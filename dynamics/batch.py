@@ -70,7 +70,7 @@ def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1) -> list[T
         if len(found) > 1:
             raise ValueError(f"a batch must share {name}; found {found} (group the runs "
                              f"by {name} and call simulate_batch once per group)")
-    together = [i for i, s in enumerate(runs) if _batchable(s)]
+    together = [i for i, s in enumerate(runs) if batchable(s)]
     out: list[Trajectory | None] = [None] * len(runs)
     for i, s in enumerate(runs):
         if i not in together:
@@ -82,7 +82,9 @@ def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1) -> list[T
     return out
 
 
-def _batchable(s: Settings) -> bool:
+def batchable(s: Settings) -> bool:
+    """Whether a run is stepped together with others by :func:`simulate_batch` (the
+    others run alone, through :func:`~dynamics.trajectory.simulate`)."""
     return (s.model in BATCHED_MODELS and s.logit_noise == 0.0
             and s.gamma / s.beta * s.dt <= STIFF_LAMBDA_H)
 

@@ -364,10 +364,16 @@ def run_point(values: Mapping, t_end: float, metrics: Sequence[str], every: int 
         that cannot be built, an error inside the run) has status ``error``, its message,
         and NaN metrics; it does not raise.
     """
+    return _measure(values, metrics, lambda s: simulate(s, t_end=t_end, every=every))
+
+
+def _measure(values: Mapping, metrics: Sequence[str],
+             run: Callable[[Settings], Trajectory]) -> dict:
+    """:func:`run_point`'s result, the trajectory given by ``run(settings)``."""
     result = dict.fromkeys(metrics, math.nan)
     try:
         settings = Settings(**values)
-        trajectory = simulate(settings, t_end=t_end, every=every)
+        trajectory = run(settings)
         result.update(trajectory_metrics(trajectory, [m for m in metrics
                                                       if METRICS[m].part != 2]))
         status = {"running": "completed"}.get(trajectory.status, trajectory.status)
@@ -381,8 +387,53 @@ def run_point(values: Mapping, t_end: float, metrics: Sequence[str], every: int 
 
 def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
               metrics: Sequence[str], every: int = 1) -> list[tuple[tuple[int, ...], dict]]:
-    """Run a batch of points (one dask task): ``[(index, run_point(...)), …]``."""
-    return [(index, run_point(values, t_end, metrics, every)) for index, values in batch]
+    """Run a batch of points (one dask task): ``[(index, run_point(...)), …]``.
+
+    Points whose runs :func:`~dynamics.batch.simulate_batch` steps together (grouped by
+    the sizes and step they must share) are run that way; its trajectories equal those
+    of ``simulate``, so the results are :func:`run_point`'s. A group whose batched run
+    raises is run point by point, where each error is recorded with its point.
+    """
+    from .batch import batchable, simulate_batch
+
+    groups: dict[tuple, list[tuple[int, Settings]]] = {}
+    for k, (_, values) in enumerate(batch):
+        try:
+            settings = Settings(**values)
+        except Exception:  # recorded by _measure, below
+            continue
+        if batchable(settings):
+            groups.setdefault((settings.n_tokens, settings.dim, settings.dt), []).append(
+                (k, settings))
+    ready: dict[int, Trajectory] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        try:
+            runs = simulate_batch([s for _, s in members], t_end, every)
+        except Exception:
+            continue
+        ready.update({k: traj for (k, _), traj in zip(members, runs, strict=True)})
+
+    def trajectory_of(k):
+        if k in ready:
+            return lambda settings: ready.pop(k)
+        return lambda settings: simulate(settings, t_end=t_end, every=every)
+
+    return [(index, _measure(values, metrics, trajectory_of(k)))
+            for k, (index, values) in enumerate(batch)]
+
+
+def split(points: Sequence, threads: int, batch_size: int | None = None) -> list[list]:
+    """The tasks of a sweep: ``points`` in batches of ``batch_size`` (by default about
+    :data:`TASKS_PER_THREAD` batches per worker thread), each of every n-th point.
+
+    Interleaved, not consecutive: neighbouring grid points cost alike (a stiff row of the
+    grid is slow throughout), so a batch of every n-th point balances the workers.
+    """
+    size = batch_size or max(1, math.ceil(len(points) / (TASKS_PER_THREAD * threads)))
+    n_batches = math.ceil(len(points) / size)
+    return [list(points[i::n_batches]) for i in range(n_batches)]
 
 
 # -- the sweep ------------------------------------------------------------------------
@@ -554,12 +605,8 @@ class SweepRun:
         from distributed import as_completed
 
         threads = sum(client.nthreads().values()) or 1
-        size = self.batch_size or max(1, math.ceil(self.total / (TASKS_PER_THREAD * threads)))
         full = [(idx, {**self.base, **values}) for idx, values in self.points]
-        # Interleaved, not consecutive: neighbouring grid points cost alike (a stiff row of
-        # the grid is slow throughout), so a batch of every n-th point balances the workers.
-        n_batches = math.ceil(len(full) / size)
-        batches = [full[i::n_batches] for i in range(n_batches)]
+        batches = split(full, threads, self.batch_size)
         self._client = client
         if self._cancel.is_set():
             return
@@ -693,5 +740,5 @@ def two_source_lag_amplitude(beta, gamma, omega, amplitude):
 
 __all__ = ["CACHE_ENV", "METRICS", "STATUSES", "Metric", "SweepRun", "cache_dir",
            "cache_path", "check_grid", "default_metrics", "grid_points", "lab_metrics",
-           "parse_axis", "run_batch", "run_point", "sweep", "sweep_key",
+           "parse_axis", "run_batch", "run_point", "split", "sweep", "sweep_key",
            "trajectory_metrics", "two_source_lag_amplitude"]

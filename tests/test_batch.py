@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dynamics import Settings, simulate
-from dynamics.batch import CanonicalBatch, _batchable, simulate_batch
+from dynamics.batch import CanonicalBatch, batchable, simulate_batch
 
 
 def _assert_same(a, b):
@@ -43,7 +43,7 @@ def _varied(n, N=8, d=4, dt=0.01):
 @pytest.mark.parametrize("size", [1, 3, 16])
 def test_batch_is_bit_identical_to_runs_alone(size):
     runs = _varied(size)
-    assert all(_batchable(s) for s in runs)  # all stepped together
+    assert all(batchable(s) for s in runs)  # all stepped together
     batch = simulate_batch(runs, t_end=0.5, every=7)
     for s, traj in zip(runs, batch, strict=True):
         _assert_same(traj, simulate(s, 0.5, every=7))
@@ -64,7 +64,7 @@ def test_runs_that_diverge_stop_alone_and_the_others_go_on():
     # no confinement and a strong β: this run's features grow past norm_limit
     runs[1] = runs[1].copy(confinement=0.0, beta=20.0, norm_limit=20.0,
                            init_momentum="random")
-    assert all(_batchable(s) for s in runs)
+    assert all(batchable(s) for s in runs)
     stepped_alone = []
     original = CanonicalBatch._alone
 
@@ -90,7 +90,7 @@ def test_other_models_and_stiff_runs_run_one_by_one_with_the_same_results():
             Settings(model="canonical", n_tokens=5, dim=3, gamma=100.0),  # λ dt = 1: stiff
             Settings(model="canonical", n_tokens=5, dim=3, logit_noise=0.3),
             Settings(model="canonical", n_tokens=5, dim=3)]
-    assert [_batchable(s) for s in runs] == [False, False, False, True]
+    assert [batchable(s) for s in runs] == [False, False, False, True]
     batch = simulate_batch(runs, t_end=0.2, every=4)
     for s, traj in zip(runs, batch, strict=True):
         _assert_same(traj, simulate(s, 0.2, every=4))

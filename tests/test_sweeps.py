@@ -227,6 +227,39 @@ def test_result_does_not_depend_on_workers_or_batching(client):
         xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=one), reference)
 
 
+def test_a_task_steps_its_canonical_points_together_with_run_point_s_results(monkeypatch):
+    """``run_batch`` (one task) runs its canonical points through ``simulate_batch`` and
+    gives exactly ``run_point``'s results: stiff points (run alone), a point that
+    diverges, one whose settings are refused, and one of another size among them."""
+    import dynamics.batch
+    from dynamics.sweeps import run_batch, run_point
+
+    base = Settings(model="canonical", n_tokens=4, dim=2, dt=0.02).values()
+    points = [{**base, "beta": b, "gamma": g} for b in (0.5, 2.0) for g in (0.3, 1.0)]
+    points += [{**base, "gamma": 1000.0},                 # stiff: alone
+               {**base, "norm_limit": 1.0},               # diverges inside the batch
+               {**base, "beta": -1.0},                    # refused by Settings
+               {**base, "n_tokens": 5}]                   # another size: alone
+    batch = [((k,), values) for k, values in enumerate(points)]
+    batched = []
+    real = dynamics.batch.simulate_batch
+    monkeypatch.setattr(dynamics.batch, "simulate_batch",
+                        lambda runs, *a: batched.append(len(runs)) or real(runs, *a))
+    metrics = ["kl_mean", "kl_final", "dissipated", "energy_residual_max", "diverged_at"]
+    results = run_batch(batch, T_END, metrics)
+    assert batched == [5]  # the four grid points and the diverging one, in one batch
+    assert [index for index, _ in results] == [(k,) for k in range(len(points))]
+    for (_, got), values in zip(results, points, strict=True):
+        expected = run_point(values, T_END, metrics)
+        assert got.keys() == expected.keys()
+        for key in metrics:
+            assert_same_bits(got[key], expected[key])
+        assert (got["status"], got["message"]) == (expected["status"], expected["message"])
+    statuses = [r["status"] for _, r in results]
+    assert statuses[5] == "diverged" and statuses[6] == "error"
+    assert statuses.count("completed") == 6
+
+
 def test_diverged_and_broken_points_are_recorded_not_raised(client):
     ds = sweep(BASE, {"norm_limit": [1.0, 1e6]}, t_end=T_END, client=client)
     assert list(ds["status"].values) == ["diverged", "completed"]
