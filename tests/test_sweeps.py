@@ -245,7 +245,8 @@ def test_a_task_steps_its_canonical_points_together_with_run_point_s_results(mon
     real = dynamics.batch.simulate_batch
     monkeypatch.setattr(dynamics.batch, "simulate_batch",
                         lambda runs, *a: batched.append(len(runs)) or real(runs, *a))
-    metrics = ["kl_mean", "kl_final", "dissipated", "energy_residual_max", "diverged_at"]
+    metrics = ["kl_mean", "kl_final", "kl_ratio_max", "lag_amplitude", "dissipated",
+               "energy_residual_max", "diverged_at"]
     results = run_batch(batch, T_END, metrics)
     assert batched == [5]  # the four grid points and the diverging one, in one batch
     assert [index for index, _ in results] == [(k,) for k in range(len(points))]
