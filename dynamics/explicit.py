@@ -18,7 +18,7 @@ The tracking bound ``dB/dt = −λB + β osc(dS/dt)`` is not in the system: ``os
 minus a min) has kinks wherever a row's extreme entry changes, which the error estimate
 sees as large errors (in the system it made DOP853 reject about one step in two and
 evaluate the field 2.4 times as often at rtol 1e-3). Each step instead updates it by
-quadrature, :func:`bound_step`: ``X`` on the step is the quintic Hermite interpolant of
+quadrature, :func:`bound_steps`: ``X`` on the step is the quintic Hermite interpolant of
 ``X, Ẋ = P/m, Ẍ = Ṗ/m`` at both ends (the solver's field at the step's end is at hand,
 first same as last), ``dS/dt`` at :data:`BOUND_NODES` + 1 points from it, and Simpson's
 rule of ``e^{−λ(h−s)} β osc(dS/dt)``.
@@ -43,7 +43,7 @@ At tighter targets DOP853 stays ahead to larger ``λ`` (about 256 at 1e-6).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.integrate import DOP853
@@ -67,6 +67,8 @@ _HERMITE = np.array([
     [-10, -6, -1.5, 10, -4, 0.5],
     [15, 8, 1.5, -15, 7, -1],
     [-6, -3, -0.5, 6, -3, 0.5]])
+#: Most steps whose diagnostics wait while the caller reports no state.
+HELD = 64
 #: Bisections locating where ‖X‖ crosses the norm limit inside a step.
 BISECTIONS = 40
 
@@ -145,31 +147,42 @@ def _hermite_tables(m: int):
 _TABLES = _hermite_tables(BOUND_NODES)
 
 
-def bound_step(prob, B0, h, X0, V0, acc0, X1, V1, acc1):
-    """The tracking bound after a step of ``h``:
-    ``B₁ = e^{−λh} B₀ + β ∫₀ʰ e^{−λ(h−s)} osc(dS/dt(s)) ds`` with ``X(s)`` the quintic
-    Hermite interpolant of ``X, V = Ẋ, acc = Ẍ`` (each shape (N, d)) at both ends and
-    ``dS/dt = V M Xᵀ + X M Vᵀ``, by Simpson's rule on :data:`BOUND_NODES` intervals.
-    Shapes: ``B0`` (N,), returns (N,)."""
+def bound_steps(prob, B0, hs, ends0, ends1):
+    """The tracking bound after ``k`` consecutive steps of sizes ``hs`` (shape (k,)):
+    ``B_j = e^{−λh_j} B_{j−1} + β ∫₀^{h_j} e^{−λ(h_j−s)} osc(dS/dt(s)) ds``, with ``X(s)``
+    on each step the quintic Hermite interpolant of ``X, V = Ẋ, acc = Ẍ`` at its ends
+    (``ends0``, ``ends1``: arrays of shape (k, 3, N, d) holding ``X, V, acc`` at the start
+    and end of each step) and ``dS/dt = V M Xᵀ + X M Vᵀ``, by Simpson's rule on
+    :data:`BOUND_NODES` intervals, all steps in one batch. ``B0`` shape (N,); returns
+    ``B_k``, shape (N,)."""
     values, slopes, tau, weights = _TABLES
-    N, d = X0.shape
-    data = np.stack((X0, h * V0, h * h * acc0, X1, h * V1, h * h * acc1)).reshape(6, N * d)
-    Xs = (values @ data).reshape(-1, N, d)
-    Vs = (slopes @ data).reshape(-1, N, d)
-    Vs /= h
-    S_dot = (Vs @ prob.M) @ Xs.transpose(0, 2, 1)
-    S_dot += (Xs @ prob.M) @ Vs.transpose(0, 2, 1)
-    osc = S_dot.max(axis=2) - S_dot.min(axis=2)  # (m + 1, N)
+    k, _, N, d = ends0.shape
+    scale = np.stack((np.ones(k), hs, hs * hs), axis=1)[:, :, None, None]  # 1, h, h²
+    data = np.concatenate((ends0 * scale, ends1 * scale), axis=1).reshape(k, 6, N * d)
+    XV = (np.concatenate((values, slopes)) @ data).reshape(k, 2, -1, N, d)
+    Xs, Vs = XV[:, 0], XV[:, 1] / hs[:, None, None, None]
+    S_dot = (Vs @ prob.M) @ Xs.swapaxes(-1, -2)
+    S_dot += (Xs @ prob.M) @ Vs.swapaxes(-1, -2)
+    osc = S_dot.max(axis=-1) - S_dot.min(axis=-1)  # (k, m + 1, N)
     lam = prob.relaxation_rate
-    w = (h * prob.beta) * weights * np.exp(-lam * h * (1.0 - tau))
-    return math.exp(-lam * h) * B0 + w @ osc
+    w = (prob.beta * hs)[:, None] * weights * np.exp(-lam * hs[:, None] * (1.0 - tau))
+    g = np.einsum("km,kmn->kn", w, osc)
+    B = B0
+    for decay, g_j in zip(np.exp(-lam * hs), g, strict=True):
+        B = decay * B + g_j
+    return B
 
 
 @dataclass(frozen=True)
 class ExplicitCarry:
-    """Which solver step a state came from (the solver continues only from that state)."""
+    """Which solver step a state came from (the solver continues only from that state),
+    and the steps since the last finished state (:meth:`ExplicitStepper.finish`): that
+    state's bound and per step its size and ``(X, V, Ẍ)`` at both ends."""
 
     step: int
+    B: np.ndarray
+    hs: tuple = ()
+    ends: tuple = ()
 
 
 class ExplicitStepper(Stepper):
@@ -180,6 +193,11 @@ class ExplicitStepper(Stepper):
     solver chooses its size and its first one, ``h`` is not used). A step whose features
     cross ``norm_limit`` ends where they cross it (bisection of the step's dense
     output), so that the engine stops the run at that time as it would with small steps.
+
+    A step's state holds ``t, X, P, Z`` and ``∫D``; its attention, scores, ``dS/dt`` and
+    tracking bound wait in the carry for :meth:`finish` (rule 6), which takes them for
+    all waiting steps at once; while ``hold`` is set (the caller reports no state) it
+    waits for up to :data:`HELD` steps.
     """
 
     order = 8
@@ -196,7 +214,7 @@ class ExplicitStepper(Stepper):
         self.hold = False
 
     def start(self, state):
-        return None
+        return ExplicitCarry(-1, state.B)
 
     def _restart(self, st):
         N, d = st.X.shape
@@ -213,6 +231,7 @@ class ExplicitStepper(Stepper):
                 or solver.t != st.t):
             self._restart(st)
             solver = self._solver
+            carry = ExplicitCarry(self._count, st.B)
         t0, y0, f0 = solver.t, solver.y, solver.f
         message = solver.step()
         if solver.status == "failed":
@@ -220,23 +239,33 @@ class ExplicitStepper(Stepper):
         self._count += 1
         self.accepted += 1
         t1, y1, f1 = solver.t, solver.y, solver.f
-        N, d = st.X.shape
-        if math.sqrt(float(np.vdot(y1[:N * d], y1[:N * d]))) > self.norm_limit:
+        nx, nz = self._nx, st.Z.size
+        if math.sqrt(float(np.vdot(y1[:nx], y1[:nx]))) > self.norm_limit:
             t1, y1 = self._crossing(t0)
             f1 = self._field(t1, y1)
-        return self._state(t1, y1, st, self._bound(st, t1 - t0, y0, f0, y1, f1)), \
-            ExplicitCarry(self._count)
-
-    def _bound(self, st, h, y0, f0, y1, f1):
-        """The tracking bound at the end of a step from ``st`` (:func:`bound_step`)."""
         N, d = st.X.shape
-        nx, m = N * d, self.problem.mass
+        new = State(t=t1, X=y1[:nx].reshape(N, d), P=y1[nx:2 * nx].reshape(N, d),
+                    Z=centre_rows(y1[2 * nx:2 * nx + nz].reshape(N, N)),
+                    dissipated=float(y1[2 * nx + nz]), work=st.work, noise_work=st.noise_work)
+        ends = np.stack((y0[:nx], f0[:nx], f0[nx:2 * nx], y1[:nx], f1[:nx], f1[nx:2 * nx]))
+        return new, ExplicitCarry(self._count, carry.B, carry.hs + (t1 - t0,),
+                                  carry.ends + (ends,))
 
-        def ends(y, f):
-            return (y[:nx].reshape(N, d), f[:nx].reshape(N, d),
-                    f[nx:2 * nx].reshape(N, d) / m)
-
-        return bound_step(self.problem, st.B, h, *ends(y0, f0), *ends(y1, f1))
+    def finish(self, state, carry):
+        """Attention, scores, ``dS/dt`` and the tracking bound of ``state`` (rule 6)."""
+        if carry is None or not carry.hs or (self.hold and len(carry.hs) < HELD):
+            return state, carry
+        prob = self.problem
+        N, d = state.X.shape
+        ends = np.stack(carry.ends).reshape(-1, 2, 3, N, d)
+        ends[:, :, 2] /= prob.mass  # Ṗ/m
+        B = bound_steps(prob, carry.B, np.array(carry.hs), ends[:, 0], ends[:, 1])
+        X, V = state.X, state.P / prob.mass
+        XM = X @ prob.M
+        S_dot = np.concatenate((V @ prob.M, XM), axis=1) @ np.concatenate((X, V), axis=1).T
+        state = replace(state, A=en.rowsoftmax(state.Z, centred=True), S=XM @ X.T,
+                        S_dot=S_dot, B=B)
+        return state, ExplicitCarry(carry.step, B)
 
     def _crossing(self, t0):
         """``(t, y)`` just past the first time in the last step where ‖X‖ exceeds the norm
@@ -255,21 +284,6 @@ class ExplicitStepper(Stepper):
         self._solver = None  # the solver stands at the step's end, not at hi
         return hi, dense(hi)
 
-    def _state(self, t, y, st, B):
-        N, d = st.X.shape
-        nx, nz = N * d, N * N
-        X = y[:nx].reshape(N, d).copy()
-        P = y[nx:2 * nx].reshape(N, d).copy()
-        Z = centre_rows(y[2 * nx:2 * nx + nz].reshape(N, N).copy())
-        prob = self.problem
-        XM = X @ prob.M
-        S = XM @ X.T
-        S_dot = np.concatenate((P / prob.mass @ prob.M, XM), axis=1) @ np.concatenate(
-            (X, P / prob.mass), axis=1).T
-        return State(t=t, X=X, P=P, Z=Z, A=en.rowsoftmax(Z, centred=True), S=S, S_dot=S_dot,
-                     B=B, dissipated=float(y[2 * nx + nz]),
-                     work=st.work, noise_work=st.noise_work)
-
     @property
     def nfev_current(self) -> int:
         return 0 if self._solver is None else self._solver.nfev
@@ -283,5 +297,5 @@ class ExplicitStepper(Stepper):
         return 1
 
 
-__all__ = ["EXPLICIT_RATE", "ExplicitStepper", "bound_step", "canonical_field",
+__all__ = ["EXPLICIT_RATE", "ExplicitStepper", "bound_steps", "canonical_field",
            "explicit_suits"]
