@@ -100,11 +100,10 @@ def canonical_field(prob: CanonicalProblem, n_tokens: int, dim: int):
         X = y[:nx].reshape(N, d)
         Z = y[iZ].reshape(N, N)
         out = np.empty(size)
-        V = out[:nx].reshape(N, d)
         if mass == 1.0:
-            V[...] = y[nx:2 * nx].reshape(N, d)
+            out[:nx] = y[nx:2 * nx]
         else:
-            np.divide(y[nx:2 * nx].reshape(N, d), mass, out=V)
+            np.divide(y[nx:2 * nx], mass, out=out[:nx])
         XMs = X @ MMt
         XM, XMs = XMs[0], XMs.reshape(2 * N, d)
         W = np.matmul(XM, X.T)  # S, then W = Z − βS
@@ -113,8 +112,7 @@ def canonical_field(prob: CanonicalProblem, n_tokens: int, dim: int):
         else:
             W *= -beta
             W += Z
-        A = np.subtract(Z, Z.max(axis=1, keepdims=True))
-        np.exp(A, out=A)
+        A = np.exp(Z - Z.max(axis=1, keepdims=True))
         A /= A.sum(axis=1, keepdims=True)
         # Ṗ = Aᵀ X M + A X Mᵀ − kX, as one product [Aᵀ | A] [X M; X Mᵀ]
         F = np.matmul(np.concatenate((A.T, A), axis=1), XMs,
