@@ -287,8 +287,9 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
         frames.append(sim.frame())
     traj = Trajectory.from_frames(settings, frames, sim)
     if isinstance(stepper, ExplicitStepper):
-        # DOP853: 12 evaluations per attempted step, 2 to start (f(y₀) and the first size)
-        tried = max(0, stepper.nfev - 2) // 12
+        # DOP853: 12 evaluations per attempted step, 3 to start (f(y₀) and two for the
+        # first step's size)
+        tried = max(0, stepper.nfev - 3) // 12
         traj.steps = {"accepted": stepper.accepted,
                       "rejected": max(0, tried - stepper.accepted),
                       "method": "DOP853", "nfev": stepper.nfev}

@@ -358,3 +358,27 @@ def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, monkeypat
     assert d["work"] == 0.0
     assert np.all(np.abs(run.diagnostics["energy_residual"]) < 1e-7)
     assert np.all(run.diagnostics["kl"] <= run.diagnostics["kl_bound"] * (1 + 1e-9))
+
+
+def test_first_step_measures_momenta_at_rest_at_the_state_scale():
+    """P(0) = 0 and ∫D(0) = 0 measured against atol alone make the starting-step
+    algorithm choose ~0.005 on the benchmark run (scipy's choice, checked here); measured
+    at the state's scale it chooses a step near the run's own (0.1–0.2), and the run still
+    meets its accuracy."""
+    from scipy.integrate import DOP853
+
+    from dynamics.explicit import canonical_field, first_step
+
+    s = Settings(model="canonical", n_tokens=8, dim=4)
+    sim = Simulation(s)
+    st = sim.state
+    y0 = np.concatenate([st.X.ravel(), st.P.ravel(), st.Z.ravel(), [0.0]])
+    field = canonical_field(sim.problem, 8, 4)
+    scipy_first = DOP853(field, 0.0, y0, 2.0, rtol=1e-4, atol=1e-6).h_abs
+    ours = first_step(field, 0.0, y0, 2.0, 1e-4, 1e-6)
+    print(f"first step: scipy {scipy_first:.3g}, ours {ours:.3g}")
+    assert scipy_first < 0.01 < 0.05 < ours <= 2.0
+    run = simulate(s, 2.0, every=1, rtol=1e-4)
+    assert run.times[1] == pytest.approx(ours, rel=1e-12)
+    X_ref = _reference_X(s, "DOP853", 1e-12, 2.0)
+    assert np.max(np.abs(run.features[-1] - X_ref)) < 1e-5
