@@ -330,18 +330,20 @@ def test_other_models_never_take_the_explicit_branch():
         assert run.steps["method"] != "DOP853"
 
 
-@pytest.mark.parametrize("branch", ["DOP853", "composition"])
-def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, monkeypatch):
+@pytest.mark.parametrize("branch, gamma", [
+    ("DOP853", 2.0), ("DOP853", 50.0), ("composition", 2.0)])
+def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, gamma, monkeypatch):
     """Both branches on one non-stiff run (the composition forced by lowering the
-    threshold): features, dissipated energy, H and the tracking bound at t = 1 against an
-    independent reference that carries ∫D and B as extra states (DOP853, rtol 1e-10)."""
+    threshold), and DOP853 near its threshold (λ = 50, where stability limits its step):
+    features, dissipated energy, H and the tracking bound at t = 1 against an independent
+    reference that carries ∫D and B as extra states (DOP853, rtol 1e-10)."""
     from stiff_reference import coupled_reference
 
     import dynamics.explicit
 
     if branch != "DOP853":
         monkeypatch.setattr(dynamics.explicit, "EXPLICIT_RATE", 0.0)
-    s = Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=2.0,
+    s = Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=gamma,
                  init_momentum="random", init_attention="random")
     ref = coupled_reference(s, 1.0)
     run = simulate(s, 1.0, every=1, rtol=1e-8)
