@@ -384,3 +384,19 @@ def test_first_step_measures_momenta_at_rest_at_the_state_scale():
     assert run.times[1] == pytest.approx(ours, rel=1e-12)
     X_ref = _reference_X(s, "DOP853", 1e-12, 2.0)
     assert np.max(np.abs(run.features[-1] - X_ref)) < 1e-5
+
+
+def test_fused_field_of_a_real_head_keeps_its_constant_column_fixed():
+    """A real head (its last feature column constant, ``fixed = 1``): the fused field
+    against the readable one, and no force on that column."""
+    from dynamics import models
+    from dynamics.explicit import canonical_field
+
+    sim = Simulation(Settings(model="canonical", weights="minilm", init_momentum="random"))
+    prob, st = sim.problem, sim.state
+    assert prob.fixed == 1
+    rhs, y0, _ = models.get("canonical").readable["reference"](prob, st)
+    N, d = st.X.shape
+    got = canonical_field(prob, N, d)(0.0, y0)
+    np.testing.assert_allclose(got, rhs(0.0, y0), rtol=1e-11, atol=1e-11)
+    assert np.all(got[N * d:2 * N * d].reshape(N, d)[:, -1] == 0.0)
