@@ -330,9 +330,12 @@ def test_other_models_never_take_the_explicit_branch():
         assert run.steps["method"] != "DOP853"
 
 
-@pytest.mark.parametrize("branch, gamma", [
-    ("DOP853", 2.0), ("DOP853", 50.0), ("composition", 2.0)])
-def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, gamma, monkeypatch):
+@pytest.mark.parametrize("branch, gamma, values", [
+    ("DOP853", 2.0, {}), ("DOP853", 50.0, {}),
+    ("DOP853", 2.0, {"mass": 2.5, "beta": 3.0, "confinement": 0.5}),
+    ("composition", 2.0, {})])
+def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, gamma, values,
+                                                              monkeypatch):
     """Both branches on one non-stiff run (the composition forced by lowering the
     threshold), and DOP853 near its threshold (λ = 50, where stability limits its step):
     features, dissipated energy, H and the tracking bound at t = 1 against an independent
@@ -344,7 +347,7 @@ def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, gamma, mo
     if branch != "DOP853":
         monkeypatch.setattr(dynamics.explicit, "EXPLICIT_RATE", 0.0)
     s = Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=gamma,
-                 init_momentum="random", init_attention="random")
+                 init_momentum="random", init_attention="random", **values)
     ref = coupled_reference(s, 1.0)
     run = simulate(s, 1.0, every=1, rtol=1e-8)
     assert run.steps["method"] == branch and run.times[-1] == 1.0
