@@ -1,5 +1,11 @@
 """Accuracy on request: steps whose size an error estimate controls (``simulate(rtol=...)``).
 
+A canonical run whose relaxation is not stiff (``λ = γ/β`` at most
+:data:`~dynamics.explicit.EXPLICIT_RATE`) is stepped by DOP853 on the whole system
+(:mod:`dynamics.explicit`: an explicit pair of order 8 is the right tool there, and one of
+our symmetric steps costs as much as a field evaluation at small N). Every other run
+takes the steps below.
+
 Two kinds of step, each with its error estimate ``err``, measured as ``solve_ivp``
 measures its own: the root mean square over features, momenta and attention of
 ``difference / (atol + rtol · max(|y₀|, |y₁|))``.
@@ -37,6 +43,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import energy as en
+from .explicit import ExplicitStepper, explicit_suits
 from .logits import centre_rows
 from .models.part_one import score_rate
 from .steppers.base import Stepper, TooStiff
@@ -131,7 +138,7 @@ class AdaptiveStepper(Stepper):
                          if issubclass(base_type, (EtdVerlet, ExactLogit)) else math.inf)
         # separate steppers for whole and half steps: each keeps the constants of its size
         self._steppers = {}
-        self.accepted = self.rejected = 0
+        self.accepted = self.rejected = self.composed = 0
         self.hold = False  # the caller reports no state before the next release
         self._held = 0
 
@@ -213,6 +220,7 @@ class AdaptiveStepper(Stepper):
                     if composed and wanted > self._largest:  # the base step may be cheaper
                         self._h[False] = max(self._h[False], _round_down(wanted) / 2.0)
                 self.accepted += 1
+                self.composed += composed
                 return (_at(y2, end) if last else y2), c2
             self.rejected += 1
             self._after_rejection = True
@@ -266,8 +274,12 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
     if sim.logit_noise > 0.0:
         raise ValueError("rtol needs a deterministic run: logit_noise must be 0 with rtol "
                          f"(got {sim.logit_noise:g}); use dt")
-    stepper = AdaptiveStepper(sim.problem, type(sim.stepper), rtol=rtol, atol=atol,
-                              t_end=t_end, h0=min(settings.dt, t_end))
+    if explicit_suits(sim.problem, type(sim.stepper)) is None:  # non-stiff canonical
+        stepper = ExplicitStepper(sim.problem, rtol=rtol, atol=atol, t_end=t_end,
+                                  norm_limit=settings.norm_limit)
+    else:
+        stepper = AdaptiveStepper(sim.problem, type(sim.stepper), rtol=rtol, atol=atol,
+                                  t_end=t_end, h0=min(settings.dt, t_end))
     sim.use_stepper(stepper, dt=t_end)  # the largest step: the controller decides
     frames = [sim.frame()]
     while sim.t < t_end and sim.status == "running":
@@ -280,7 +292,19 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
         sim.advance(0)  # the deferred diagnostics of the state reported
         frames.append(sim.frame())
     traj = Trajectory.from_frames(settings, frames, sim)
-    traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected}
+    if isinstance(stepper, ExplicitStepper):
+        # DOP853: 12 evaluations per attempted step, 3 to start (f(y₀) and two for the
+        # first step's size)
+        tried = max(0, stepper.nfev - 3) // 12
+        traj.steps = {"accepted": stepper.accepted,
+                      "rejected": max(0, tried - stepper.accepted),
+                      "method": "DOP853", "nfev": stepper.nfev}
+    else:
+        doubled = stepper.accepted - stepper.composed
+        traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,
+                      "method": " and ".join(name for name, n in (
+                          ("composition", stepper.composed), ("step doubling", doubled))
+                          if n) or "none"}
     return traj
 
 

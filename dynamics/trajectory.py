@@ -147,10 +147,12 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         With ``rtol``, step sizes follow an error estimate instead of ``dt`` (which is
         only the first step tried): each step's local error stays within
         ``atol + rtol·|y|`` (``atol`` defaults to ``rtol/100``), measured as
-        ``solve_ivp`` measures its own, with a fourth-order composition of the model's
-        step where that step is symmetric (:mod:`dynamics.adaptive`). Frames come every
+        ``solve_ivp`` measures its own: DOP853 on the whole system for a canonical run
+        whose relaxation is not stiff (:mod:`dynamics.explicit`), else a fourth-order
+        composition of the model's step where that step is symmetric
+        (:mod:`dynamics.adaptive`). Frames come every
         ``every`` steps, at uneven times; the trajectory's ``steps`` attribute counts the
-        steps kept and rejected.
+        steps kept and rejected and names the ``method``.
     arrays : dict, optional
         Your own arrays, passed to :class:`Simulation` (``features``, ``momenta``,
         ``attention``, ``score_matrix``, ``value_matrix``, ``kernel``, ``value``).

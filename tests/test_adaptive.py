@@ -246,3 +246,160 @@ def test_command_line_rtol(capsys):
         main(["run", "--model", "canonical", "--t-end", "0.5", "--rtol", "0"])
     assert exit_.value.code == 2
     assert "rtol must be in" in capsys.readouterr().err
+
+
+# -- the explicit branch: DOP853 on the whole system (non-stiff canonical runs) ---------
+def _canonical_state(seed, **values):
+    """A canonical problem and a state off equilibrium (random momenta and logits, and a
+    random bound)."""
+    s = Settings(model="canonical", n_tokens=5, dim=3, seed=seed, init_momentum="random",
+                 init_attention="random", **values)
+    sim = Simulation(s)
+    rng = np.random.default_rng(seed)
+    return sim.problem, sim.state, rng.uniform(0.0, 2.0, 5)
+
+
+@pytest.mark.parametrize("values", [
+    {}, {"beta": 3.0, "gamma": 0.5}, {"mass": 2.5, "confinement": 1.5},
+    {"beta": 0.4, "gamma": 20.0, "mass": 0.7}])
+@pytest.mark.parametrize("seed", [1, 7])
+def test_fused_field_is_the_readable_one(values, seed):
+    """The fused field of the explicit branch against the model's readable equations
+    (``coupled_reference``: velocity, force, ``−λ(Z − βS)``, D)."""
+    from dynamics import models
+    from dynamics.explicit import canonical_field
+
+    prob, st, _ = _canonical_state(seed, **values)
+    rhs, y0, _ = models.get("canonical").readable["reference"](prob, st)
+    y0 = y0 + 0.1 * np.random.default_rng(seed).standard_normal(y0.size)  # Z off centre too
+    got = canonical_field(prob, 5, 3)(0.0, y0)
+    np.testing.assert_allclose(got, rhs(0.0, y0), rtol=1e-12, atol=1e-12)
+
+
+def test_explicit_branch_has_order_eight():
+    """DOP853 on the fused field at fixed steps h (tolerances that accept every step, the
+    step capped at h): the error of X, P, Z, ∫D at t = 1 falls like h⁸."""
+    from scipy.integrate import DOP853
+
+    from dynamics import models
+    from dynamics.explicit import canonical_field
+
+    prob, st, B = _canonical_state(3, gamma=2.0)
+    rhs, y0, _ = models.get("canonical").readable["reference"](prob, st)
+    ref = solve_ivp_tight(rhs, y0)
+    field = canonical_field(prob, 5, 3)
+    steps, errors = [1 / 12, 1 / 16, 1 / 24, 1 / 32], []
+    for h in steps:
+        solver = DOP853(field, 0.0, y0, 1.0, rtol=1e3, atol=1e3, first_step=h, max_step=h)
+        while solver.status == "running":
+            solver.step()
+        assert solver.t == 1.0
+        errors.append(float(np.max(np.abs(solver.y - ref))))
+    measured = fitted_order(steps, errors)
+    print(f"explicit branch: errors {errors}, measured order {measured:.2f}")
+    assert measured == pytest.approx(8.0, abs=0.6)
+
+
+def solve_ivp_tight(rhs, y0, t_end=1.0):
+    from scipy.integrate import solve_ivp
+
+    sol = solve_ivp(rhs, (0.0, t_end), y0, method="DOP853", rtol=1e-13, atol=1e-15)
+    assert sol.success
+    return sol.y[:, -1]
+
+
+@pytest.mark.parametrize("values, explicit", [
+    ({"gamma": 1.0}, True), ({"gamma": 20.0, "beta": 0.5}, True),
+    ({"gamma": 100.0}, False), ({"gamma": 1000.0}, False)])
+def test_simulate_rtol_chooses_its_branch_by_the_relaxation_rate(values, explicit):
+    from dynamics.explicit import EXPLICIT_RATE
+
+    s = Settings(model="canonical", n_tokens=4, dim=3, **values)
+    run = simulate(s, 0.05, every=10**6, rtol=1e-4)
+    assert (run.steps["method"] == "DOP853") == explicit
+    assert (values["gamma"] / values.get("beta", 1.0) <= EXPLICIT_RATE) == explicit
+
+
+def test_other_models_never_take_the_explicit_branch():
+    from dynamics.explicit import explicit_suits
+
+    for model in ("value_matching", "cotangent_lift", "reduced", "attention"):
+        sim = Simulation(Settings(model=model, n_tokens=4, dim=3))
+        assert explicit_suits(sim.problem, type(sim.stepper)) is not None, model
+        run = simulate(Settings(model=model, n_tokens=4, dim=3), 0.05, rtol=1e-4)
+        assert run.steps["method"] != "DOP853"
+
+
+@pytest.mark.parametrize("branch, gamma, values", [
+    ("DOP853", 2.0, {}), ("DOP853", 50.0, {}),
+    ("DOP853", 2.0, {"mass": 2.5, "beta": 3.0, "confinement": 0.5}),
+    ("composition", 2.0, {})])
+def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, gamma, values,
+                                                              monkeypatch):
+    """Both branches on one non-stiff run (the composition forced by lowering the
+    threshold), and DOP853 near its threshold (λ = 50, where stability limits its step):
+    features, dissipated energy, H and the tracking bound at t = 1 against an independent
+    reference that carries ∫D and B as extra states (DOP853, rtol 1e-10)."""
+    from stiff_reference import coupled_reference
+
+    import dynamics.explicit
+
+    if branch != "DOP853":
+        monkeypatch.setattr(dynamics.explicit, "EXPLICIT_RATE", 0.0)
+    s = Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=gamma,
+                 init_momentum="random", init_attention="random", **values)
+    ref = coupled_reference(s, 1.0)
+    run = simulate(s, 1.0, every=1, rtol=1e-8)
+    assert run.steps["method"] == branch and run.times[-1] == 1.0
+    d = {k: v[-1] for k, v in run.diagnostics.items()}
+    errors = {"X": float(np.max(np.abs(run.features[-1] - ref["X"]))),
+              **{k: abs(d[k] - ref[k]) / max(abs(ref[k]), 1e-12)
+                 for k in ("dissipated", "hamiltonian", "kl_bound")}}
+    print(branch, run.steps, errors)
+    assert errors["X"] < 1e-7
+    assert errors["dissipated"] < 1e-7 and errors["hamiltonian"] < 1e-7
+    # the bound's field has kinks (osc), outside the error control: a looser tolerance
+    assert errors["kl_bound"] < 1e-5
+    assert d["work"] == 0.0
+    assert np.all(np.abs(run.diagnostics["energy_residual"]) < 1e-7)
+    assert np.all(run.diagnostics["kl"] <= run.diagnostics["kl_bound"] * (1 + 1e-9))
+
+
+def test_first_step_measures_momenta_at_rest_at_the_state_scale():
+    """P(0) = 0 and ∫D(0) = 0 measured against atol alone make the starting-step
+    algorithm choose ~0.005 on the benchmark run (scipy's choice, checked here); measured
+    at the state's scale it chooses a step near the run's own (0.1–0.2), and the run still
+    meets its accuracy."""
+    from scipy.integrate import DOP853
+
+    from dynamics.explicit import canonical_field, first_step
+
+    s = Settings(model="canonical", n_tokens=8, dim=4)
+    sim = Simulation(s)
+    st = sim.state
+    y0 = np.concatenate([st.X.ravel(), st.P.ravel(), st.Z.ravel(), [0.0]])
+    field = canonical_field(sim.problem, 8, 4)
+    scipy_first = DOP853(field, 0.0, y0, 2.0, rtol=1e-4, atol=1e-6).h_abs
+    ours = first_step(field, 0.0, y0, 2.0, 1e-4, 1e-6)
+    print(f"first step: scipy {scipy_first:.3g}, ours {ours:.3g}")
+    assert scipy_first < 0.01 < 0.05 < ours <= 2.0
+    run = simulate(s, 2.0, every=1, rtol=1e-4)
+    assert run.times[1] == pytest.approx(ours, rel=1e-12)
+    X_ref = _reference_X(s, "DOP853", 1e-12, 2.0)
+    assert np.max(np.abs(run.features[-1] - X_ref)) < 1e-5
+
+
+def test_fused_field_of_a_real_head_keeps_its_constant_column_fixed():
+    """A real head (its last feature column constant, ``fixed = 1``): the fused field
+    against the readable one, and no force on that column."""
+    from dynamics import models
+    from dynamics.explicit import canonical_field
+
+    sim = Simulation(Settings(model="canonical", weights="minilm", init_momentum="random"))
+    prob, st = sim.problem, sim.state
+    assert prob.fixed == 1
+    rhs, y0, _ = models.get("canonical").readable["reference"](prob, st)
+    N, d = st.X.shape
+    got = canonical_field(prob, N, d)(0.0, y0)
+    np.testing.assert_allclose(got, rhs(0.0, y0), rtol=1e-11, atol=1e-11)
+    assert np.all(got[N * d:2 * N * d].reshape(N, d)[:, -1] == 0.0)

@@ -1,0 +1,327 @@
+"""Accuracy on request for a non-stiff canonical run: DOP853 on the whole system.
+
+When the relaxation is slow (``λ = γ/β`` at most :data:`EXPLICIT_RATE`), nothing in the
+canonical model is stiff and an explicit embedded Runge–Kutta pair of high order on the
+whole system is the right tool: ``simulate(rtol=...)`` then steps with
+:class:`scipy.integrate.DOP853` (Dormand–Prince 8(5,3), the error control of
+``solve_ivp``) on the logit form of the Theory page's canonical model,
+
+    y = [X, P, Z, ∫D]:   Ẋ = P/m,   Ṗ = A X Mᵀ + Aᵀ X M − kX,   Ż = −λ (Z − βS),
+                         d∫D/dt = (λ/β) Σ_i Var_{A_i}(Z_i − βS_i),
+
+with ``A = rowsoftmax(Z)``: the dissipated energy is integrated with the state, so
+``dissipated`` and ``H`` of every frame are as accurate as the features.
+:func:`canonical_field` is the fused field; the readable one is
+``canonical.coupled_reference``, and the tests compare the two.
+
+The tracking bound ``dB/dt = −λB + β osc(dS/dt)`` is not in the system: ``osc`` (a max
+minus a min) has kinks wherever a row's extreme entry changes, which the error estimate
+sees as large errors (in the system it made DOP853 reject about one step in two and
+evaluate the field 2.4 times as often at rtol 1e-3). Each step instead updates it by
+quadrature, :func:`bound_steps`: ``X`` on the step is the quintic Hermite interpolant of
+``X, Ẋ = P/m, Ẍ = Ṗ/m`` at both ends (the solver's field at the step's end is at hand,
+first same as last), ``dS/dt`` at :data:`BOUND_NODES` + 1 points from it, and Simpson's
+rule of ``e^{−λ(h−s)} β osc(dS/dt)``.
+
+Why a threshold on ``λ``: DOP853's stability interval on the negative real axis ends
+near ``−6``, so once ``λh`` would exceed that the relaxation, not the accuracy, limits its
+step (its cost then grows like ``λ t_end``); the exact logit step of the other branch
+(:mod:`dynamics.adaptive`) has no such limit. :data:`EXPLICIT_RATE` is where the two
+cost about the same at ``rtol = 1e-4`` on the benchmark problem (canonical, N = 8, d = 4,
+β = 1, t = 2; ms per run, load average ≈ 1.5, error ``max|X − X_ref|`` in brackets):
+
+    γ = λ    DOP853 rtol 1e-4      1e-6        other branch 1e-4     1e-6
+    1        4.4  (9e-7)     8.7  (3e-8)       31.5 (1e-7)     134  (2e-10)
+    8        12.2 (8e-9)     20.4 (5e-10)      77.2 (2e-6)     234  (8e-10)
+    64       20.2 (2e-9)     36.7 (1e-10)      17.1 (3e-5)     122  (7e-8)
+    256      76.8 (2e-10)    110  (3e-11)      20.0 (4e-5)     133  (1e-7)
+    1000     241  (2e-9)     235  (7e-12)      10.6 (1e-5)     112  (7e-7)
+
+At tighter targets DOP853 stays ahead to larger ``λ`` (about 256 at 1e-6).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.integrate import DOP853
+
+from . import energy as en
+from .logits import centre_rows
+from .models.canonical import CanonicalProblem
+from .state import State
+from .steppers.base import Stepper
+
+#: Largest ``λ = γ/β`` whose canonical runs ``simulate(rtol)`` steps with DOP853.
+EXPLICIT_RATE = 64.0
+#: Simpson intervals of the tracking bound's quadrature per step (even).
+BOUND_NODES = 32
+#: Quintic Hermite basis on [0, 1], monomial coefficients (rows: powers 0…5) of the
+#: weights of p(0), p'(0), p''(0), p(1), p'(1), p''(1).
+_HERMITE = np.array([
+    [1, 0, 0, 0, 0, 0],
+    [0, 1, 0, 0, 0, 0],
+    [0, 0, 0.5, 0, 0, 0],
+    [-10, -6, -1.5, 10, -4, 0.5],
+    [15, 8, 1.5, -15, 7, -1],
+    [-6, -3, -0.5, 6, -3, 0.5]])
+#: Most steps whose diagnostics wait while the caller reports no state.
+HELD = 64
+#: Bisections locating where ‖X‖ crosses the norm limit inside a step.
+BISECTIONS = 40
+
+
+def explicit_suits(problem, stepper_type) -> str | None:
+    """Why :class:`ExplicitStepper` should not run ``problem``, or None when it should: a
+    single-head canonical model (its stepper :class:`~.steppers.etd_verlet.TrackedEtdVerlet`)
+    whose relaxation rate is at most :data:`EXPLICIT_RATE`."""
+    if type(problem) is not CanonicalProblem:
+        return f"{type(problem).__name__} has no fused field for the explicit branch"
+    if problem.relaxation_rate > EXPLICIT_RATE:
+        return (f"stiff relaxation: λ = γ/β = {problem.relaxation_rate:g} exceeds "
+                f"{EXPLICIT_RATE:g}")
+    return None
+
+
+def canonical_field(prob: CanonicalProblem, n_tokens: int, dim: int):
+    """The fused field ``f(t, y)`` of the canonical model, ``y = [X, P, Z, ∫D]`` of
+    length ``2Nd + N² + 1`` (see the module docstring)."""
+    N, d = n_tokens, dim
+    nx, nz = N * d, N * N
+    beta, lam, mass, k = prob.beta, prob.relaxation_rate, prob.mass, prob.confinement
+    MMt = np.stack((prob.M, prob.M.T))  # X @ MMt = [X M; X Mᵀ], shape (2, N, d)
+    fixed = prob.fixed
+    size = 2 * nx + nz + 1
+    iZ, iD = slice(2 * nx, 2 * nx + nz), 2 * nx + nz
+
+    def field(_t, y):
+        X = y[:nx].reshape(N, d)
+        Z = y[iZ].reshape(N, N)
+        out = np.empty(size)
+        if mass == 1.0:
+            out[:nx] = y[nx:2 * nx]
+        else:
+            np.divide(y[nx:2 * nx], mass, out=out[:nx])
+        XMs = X @ MMt
+        XM, XMs = XMs[0], XMs.reshape(2 * N, d)
+        W = np.matmul(XM, X.T)  # S, then W = Z − βS
+        if beta == 1.0:
+            np.subtract(Z, W, out=W)
+        else:
+            W *= -beta
+            W += Z
+        A = np.exp(Z - Z.max(axis=1, keepdims=True))
+        A /= A.sum(axis=1, keepdims=True)
+        # Ṗ = Aᵀ X M + A X Mᵀ − kX, as one product [Aᵀ | A] [X M; X Mᵀ]
+        F = np.matmul(np.concatenate((A.T, A), axis=1), XMs,
+                      out=out[nx:2 * nx].reshape(N, d))
+        if k:
+            F -= k * X
+        if fixed:
+            F[:, -fixed:] = 0.0
+        np.multiply(W, -lam, out=out[iZ].reshape(N, N))
+        W -= np.vecdot(A, W)[:, None]  # centred rows: D = (λ/β) Σ A W²
+        W *= W
+        out[iD] = lam / beta * float(np.vdot(A, W))
+        return out
+
+    return field
+
+
+def _hermite_tables(m: int):
+    """Values and τ-derivatives of the quintic Hermite basis at ``τ = k/m``, shapes
+    (m + 1, 6), and Simpson's weights on those nodes (summing to 1)."""
+    tau = np.linspace(0.0, 1.0, m + 1)
+    powers = tau[:, None] ** np.arange(6)
+    d_powers = np.zeros_like(powers)
+    d_powers[:, 1:] = powers[:, :-1] * np.arange(1, 6)
+    simpson = np.ones(m + 1)
+    simpson[1:-1:2], simpson[2:-1:2] = 4.0, 2.0
+    return powers @ _HERMITE, d_powers @ _HERMITE, tau, simpson / (3.0 * m)
+
+
+_TABLES = _hermite_tables(BOUND_NODES)
+
+
+def bound_steps(prob, B0, hs, ends0, ends1):
+    """The tracking bound after ``k`` consecutive steps of sizes ``hs`` (shape (k,)):
+    ``B_j = e^{−λh_j} B_{j−1} + β ∫₀^{h_j} e^{−λ(h_j−s)} osc(dS/dt(s)) ds``, with ``X(s)``
+    on each step the quintic Hermite interpolant of ``X, V = Ẋ, acc = Ẍ`` at its ends
+    (``ends0``, ``ends1``: arrays of shape (k, 3, N, d) holding ``X, V, acc`` at the start
+    and end of each step) and ``dS/dt = V M Xᵀ + X M Vᵀ``, by Simpson's rule on
+    :data:`BOUND_NODES` intervals, all steps in one batch. ``B0`` shape (N,); returns
+    ``B_k``, shape (N,)."""
+    values, slopes, tau, weights = _TABLES
+    k, _, N, d = ends0.shape
+    scale = np.stack((np.ones(k), hs, hs * hs), axis=1)[:, :, None, None]  # 1, h, h²
+    data = np.concatenate((ends0 * scale, ends1 * scale), axis=1).reshape(k, 6, N * d)
+    XV = (np.concatenate((values, slopes)) @ data).reshape(k, 2, -1, N, d)
+    Xs, Vs = XV[:, 0], XV[:, 1] / hs[:, None, None, None]
+    S_dot = (Vs @ prob.M) @ Xs.swapaxes(-1, -2)
+    S_dot += (Xs @ prob.M) @ Vs.swapaxes(-1, -2)
+    osc = S_dot.max(axis=-1) - S_dot.min(axis=-1)  # (k, m + 1, N)
+    lam = prob.relaxation_rate
+    w = (prob.beta * hs)[:, None] * weights * np.exp(-lam * hs[:, None] * (1.0 - tau))
+    g = np.einsum("km,kmn->kn", w, osc)
+    B = B0
+    for decay, g_j in zip(np.exp(-lam * hs), g, strict=True):
+        B = decay * B + g_j
+    return B
+
+
+def first_step(field, t0, y0, span, rtol, atol, order=8):
+    """The first step of a run: the starting-step algorithm of Hairer, Nørsett & Wanner
+    (I, §II.4; ``solve_ivp``'s own) with each component measured against
+    ``atol + rtol·max(|y₀|, rms(y₀))`` instead of ``atol + rtol·|y₀|``.
+
+    Momenta start at rest (``P(0) = 0``) and ``∫D`` at 0: measured against ``atol``
+    alone, their first rates of change made the step chosen ~0.005 on the benchmark run,
+    and DOP853 (growing a step at most tenfold) then spent two of its five steps reaching
+    the run's own scale (0.2–0.5)."""
+    scale = atol + rtol * np.maximum(np.abs(y0), math.sqrt(float(np.mean(y0 * y0))))
+
+    def rms(v):
+        return math.sqrt(float(np.mean((v / scale) ** 2)))
+
+    f0 = field(t0, y0)
+    d0, d1 = rms(y0), rms(f0)
+    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+    h0 = min(h0, span)
+    d2 = rms(field(t0 + h0, y0 + h0 * f0) - f0) / h0
+    if max(d1, d2) <= 1e-15:
+        h1 = max(1e-6, 1e-3 * h0)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / (order + 1))
+    return min(100.0 * h0, h1, span)
+
+
+@dataclass(frozen=True)
+class ExplicitCarry:
+    """Which solver step a state came from (the solver continues only from that state),
+    and the steps since the last finished state (:meth:`ExplicitStepper.finish`): that
+    state's bound and per step its size and ``(X, V, Ẍ)`` at both ends."""
+
+    step: int
+    B: np.ndarray
+    hs: tuple = ()
+    ends: tuple = ()
+
+
+class ExplicitStepper(Stepper):
+    """One accepted DOP853 step per :meth:`step`, on :func:`canonical_field`.
+
+    ``step(state, carry, h)`` continues the solver when ``state`` is the one it returned
+    last, else starts it afresh from ``state``; the step ends at most at ``t_end`` (the
+    solver chooses its size and its first one, ``h`` is not used). A step whose features
+    cross ``norm_limit`` ends where they cross it (bisection of the step's dense
+    output), so that the engine stops the run at that time as it would with small steps.
+
+    A step's state holds ``t, X, P, Z`` and ``∫D``; its attention, scores, ``dS/dt`` and
+    tracking bound wait in the carry for :meth:`finish` (rule 6), which takes them for
+    all waiting steps at once; while ``hold`` is set (the caller reports no state) it
+    waits for up to :data:`HELD` steps.
+    """
+
+    order = 8
+
+    def __init__(self, problem, *, rtol: float, atol: float, t_end: float,
+                 norm_limit: float = math.inf):
+        super().__init__(problem)
+        self.rtol, self.atol, self.t_end = rtol, atol, t_end
+        self.norm_limit = norm_limit
+        self._solver = None
+        self._field = None
+        self._count = self._nfev_done = 0
+        self.accepted = 0
+        self.hold = False
+
+    def start(self, state):
+        return ExplicitCarry(-1, state.B)
+
+    def _restart(self, st):
+        N, d = st.X.shape
+        if self._field is None:
+            self._field, self._nx = canonical_field(self.problem, N, d), N * d
+        y0 = np.concatenate([st.X.ravel(), st.P.ravel(), st.Z.ravel(), [st.dissipated]])
+        self._nfev_done += self.nfev_current
+        h = first_step(self._field, st.t, y0, self.t_end - st.t, self.rtol, self.atol)
+        self._nfev_done += 2
+        self._solver = DOP853(self._field, st.t, y0, self.t_end, rtol=self.rtol,
+                              atol=self.atol, first_step=h)
+
+    def step(self, st, carry, h):
+        solver = self._solver
+        if (solver is None or carry is None or carry.step != self._count
+                or solver.t != st.t):
+            self._restart(st)
+            solver = self._solver
+            carry = ExplicitCarry(self._count, st.B)
+        t0, y0, f0 = solver.t, solver.y, solver.f
+        message = solver.step()
+        if solver.status == "failed":
+            raise FloatingPointError(f"DOP853 failed at t = {t0:.6g}: {message}")
+        self._count += 1
+        self.accepted += 1
+        t1, y1, f1 = solver.t, solver.y, solver.f
+        nx, nz = self._nx, st.Z.size
+        if math.sqrt(float(np.vdot(y1[:nx], y1[:nx]))) > self.norm_limit:
+            t1, y1 = self._crossing(t0)
+            f1 = self._field(t1, y1)
+        N, d = st.X.shape
+        new = State(t=t1, X=y1[:nx].reshape(N, d), P=y1[nx:2 * nx].reshape(N, d),
+                    Z=centre_rows(y1[2 * nx:2 * nx + nz].reshape(N, N)),
+                    dissipated=float(y1[2 * nx + nz]), work=st.work, noise_work=st.noise_work)
+        ends = np.stack((y0[:nx], f0[:nx], f0[nx:2 * nx], y1[:nx], f1[:nx], f1[nx:2 * nx]))
+        return new, ExplicitCarry(self._count, carry.B, carry.hs + (t1 - t0,),
+                                  carry.ends + (ends,))
+
+    def finish(self, state, carry):
+        """Attention, scores, ``dS/dt`` and the tracking bound of ``state`` (rule 6)."""
+        if carry is None or not carry.hs or (self.hold and len(carry.hs) < HELD):
+            return state, carry
+        prob = self.problem
+        N, d = state.X.shape
+        ends = np.stack(carry.ends).reshape(-1, 2, 3, N, d)
+        ends[:, :, 2] /= prob.mass  # Ṗ/m
+        B = bound_steps(prob, carry.B, np.array(carry.hs), ends[:, 0], ends[:, 1])
+        X, V = state.X, state.P / prob.mass
+        XM = X @ prob.M
+        S_dot = np.concatenate((V @ prob.M, XM), axis=1) @ np.concatenate((X, V), axis=1).T
+        state = replace(state, A=en.rowsoftmax(state.Z, centred=True), S=XM @ X.T,
+                        S_dot=S_dot, B=B)
+        return state, ExplicitCarry(carry.step, B)
+
+    def _crossing(self, t0):
+        """``(t, y)`` just past the first time in the last step where ‖X‖ exceeds the norm
+        limit (bisection of the step's dense output)."""
+        dense, nx = self._solver.dense_output(), self._nx
+
+        def over(t):
+            X = dense(t)[:nx]
+            return math.sqrt(float(np.vdot(X, X))) > self.norm_limit
+
+        lo, hi = t0, self._solver.t
+        for _ in range(BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if over(mid) else (mid, hi)
+        self._nfev_done += self.nfev_current
+        self._solver = None  # the solver stands at the step's end, not at hi
+        return hi, dense(hi)
+
+    @property
+    def nfev_current(self) -> int:
+        return 0 if self._solver is None else self._solver.nfev
+
+    @property
+    def nfev(self) -> int:
+        """Evaluations of the field so far."""
+        return self._nfev_done + self.nfev_current
+
+    def batch(self, n_tokens: int) -> int:
+        return 1
+
+
+__all__ = ["EXPLICIT_RATE", "ExplicitStepper", "bound_steps", "canonical_field", "first_step",
+           "explicit_suits"]
