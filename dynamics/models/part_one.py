@@ -120,8 +120,8 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
     problem, state
     """
     if values.get("heads", "one") == "all":
-        raise ValueError(f"heads='all' runs the canonical model only (Theory: several "
-                         f"heads); model {values['model']!r} takes heads='one'")
+        raise ValueError(f"heads must be 'one' for model {values['model']!r}: heads='all' "
+                         f"runs the canonical model only (Theory: several heads)")
     real = real_head(values)
     if real is None:
         N, d = values["n_tokens"], values["dim"]
