@@ -129,7 +129,7 @@ def test_tracking_bound_holds_for_every_head():
 
 
 @pytest.mark.parametrize("values, words", [
-    ({"model": "canonical", "heads": "all"}, "heads='all' needs a real layer"),
+    ({"model": "canonical", "heads": "all"}, "heads must be 'one' with weights='seed'"),
     ({"model": "reduced", "heads": "all", "weights": "minilm"}, "canonical model only"),
 ])
 def test_all_heads_refused_where_not_offered(values, words):

@@ -48,13 +48,16 @@ def settings_values(draw):
 @given(values=settings_values())
 # found by Hypothesis: the refusal of several heads on a one-head model named no setting
 @example(values={"beta": 1.0, "logit_noise": 0.0, "heads": "all", "model": "attention"})
+@example(values={"layer": 0, "layer_h": 0.0, "model": "attention"})  # one name inside another
+@example(values={"heads": "all", "model": "canonical"})
 def test_every_setting_is_accepted_and_finite_or_refused_by_name(values):
     try:
         settings = Settings(**values)
     except ValueError as err:
         message = str(err)
         assert any(name in message for name in values), message
-        bad = [n for n in values if n in message][0]
+        # the setting named (the longest match: "layer_h" also contains "layer")
+        bad = max((n for n in values if n in message), key=len)
         p = Settings.param[bad]
         if isinstance(p, param.Number):
             assert f"{bad} must be in [" in message, message

@@ -128,8 +128,8 @@ def build(values, given):
     """The problem and initial state of the canonical model on every head of one layer of
     the shipped MiniLM heads (``weights="minilm"``, ``heads="all"``)."""
     if values.get("weights", "seed") == "seed":
-        raise ValueError("heads='all' needs a real layer: set weights='minilm' (with "
-                         "weights='seed' there is one head)")
+        raise ValueError("heads must be 'one' with weights='seed' (there is one head): "
+                         "heads='all' needs a real layer, weights='minilm'")
     if given:
         raise ValueError(f"heads='all' takes no {', '.join(given)}")
     layer = real_heads.heads_of(values["sentence"], values["layer"], "all")
