@@ -225,6 +225,7 @@ class ExplicitStepper(Stepper):
     """
 
     order = 8
+    method = "DOP853"
 
     def __init__(self, problem, *, rtol: float, atol: float, t_end: float,
                  norm_limit: float = math.inf):
@@ -246,10 +247,16 @@ class ExplicitStepper(Stepper):
             self._field, self._nx = canonical_field(self.problem, N, d), N * d
         y0 = np.concatenate([st.X.ravel(), st.P.ravel(), st.Z.ravel(), [st.dissipated]])
         self._nfev_done += self.nfev_current
-        h = first_step(self._field, st.t, y0, self.t_end - st.t, self.rtol, self.atol)
+        h = first_step(self._field, st.t, y0, self.t_end - st.t, self.rtol, self.atol,
+                       order=self.order)
         self._nfev_done += 2
-        self._solver = DOP853(self._field, st.t, y0, self.t_end, rtol=self.rtol,
-                              atol=self.atol, first_step=h)
+        self._solver = self._new_solver(st.t, y0, h)
+
+    def _new_solver(self, t0, y0, h):
+        """The solver of a run from ``(t0, y0)``, first step ``h`` (a subclass may change
+        it: :class:`~dynamics.exprk.ExponentialStepper`)."""
+        return DOP853(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
+                      first_step=h)
 
     def step(self, st, carry, h):
         solver = self._solver
@@ -261,7 +268,7 @@ class ExplicitStepper(Stepper):
         t0, y0, f0 = solver.t, solver.y, solver.f
         message = solver.step()
         if solver.status == "failed":
-            raise FloatingPointError(f"DOP853 failed at t = {t0:.6g}: {message}")
+            raise FloatingPointError(f"{self.method} failed at t = {t0:.6g}: {message}")
         self._count += 1
         self.accepted += 1
         t1, y1, f1 = solver.t, solver.y, solver.f

@@ -1,0 +1,243 @@
+"""Accuracy on request for a stiff canonical run: an exponential Runge–Kutta method.
+
+When the relaxation is stiff (``λ = γ/β`` above :data:`~dynamics.explicit.EXPLICIT_RATE`),
+the stiffness of the canonical model sits in one linear term: in the fused system of
+:func:`~dynamics.explicit.canonical_field`, ``y = [X, P, Z, ∫D]``,
+
+    ẏ = L y + N(y),   L = −λ on the logits Z and 0 elsewhere,
+    N(y) = f(y) − L y   (on Z: ``λβ S(X)``, which depends on X only),
+
+and ``X``, ``P``, ``∫D`` are not stiff. :class:`ExpRK4` steps it with the five-stage
+exponential Runge–Kutta method of stiff order 4 of Hochbruck & Ostermann ("Explicit
+exponential Runge–Kutta methods for semilinear parabolic problems", SIAM J. Numer. Anal.
+43, 2005, eq. (5.19); also Acta Numerica 19, 2010, "Exponential integrators", §2.3):
+with ``φ_{k,i} = φ_k(c_i h L)``, ``φ_k = φ_k(h L)``, ``c = (0, ½, ½, 1, ½)``,
+
+    a₂₁ = ½φ₁,₂
+    a₃₁ = ½φ₁,₃ − φ₂,₃              a₃₂ = φ₂,₃
+    a₄₁ = φ₁,₄ − 2φ₂,₄              a₄₂ = a₄₃ = φ₂,₄
+    a₅₂ = a₅₃ = ½φ₂,₅ − φ₃,₄ + ¼φ₂,₄ − ½φ₃,₅
+    a₅₄ = ¼φ₂,₅ − a₅₂               a₅₁ = ½φ₁,₅ − 2a₅₂ − a₅₄
+    b₁ = φ₁ − 3φ₂ + 4φ₃   b₂ = b₃ = 0   b₄ = −φ₂ + 4φ₃   b₅ = 4φ₂ − 8φ₃,
+
+``U_i = e^{c_i hL} y₀ + h Σ_j a_ij G_j``, ``G_j = N(U_j)``, ``y₁ = e^{hL} y₀ + h Σ b_i G_i``.
+``L`` is diagonal with two values, so every coefficient is a pair of scalars, the
+φ-functions of ``0`` and of ``−λh`` (:func:`phis`, exact and cheap). At ``L = 0`` the
+method is a classical Runge–Kutta method of order 4.
+
+Error estimate (embedded, from the same stages): the weights
+``b̂ = (φ₁ − 3φ₂ + 4φ₃, 2φ₂ − 4φ₃, 2φ₂ − 4φ₃, −φ₂ + 4φ₃, 0)`` satisfy the order
+conditions ``Σb̂ = φ₁``, ``Σb̂c = φ₂``, ``Σb̂c²/2 = φ₃`` (classical order 3 at
+``L = 0``), so ``y₁ − ŷ₁ = h(2φ₂ − 4φ₃)(2G₅ − G₂ − G₃)`` is the local error of the
+third-order solution, an upper estimate of that of ``y₁`` (as RK45 controls its
+fifth-order result with a fourth-order estimate; the tests measure how accurate the runs
+are). It is measured as ``solve_ivp`` measures its own (RMS of
+``difference / (atol + rtol · max(|y₀|, |y₁|))`` over all of ``y``) and the standard
+controller chooses the next step, ``h · min(5, max(0.2, 0.9 err^{−1/4}))`` (no growth right
+after a rejection).
+
+Everything else is the explicit branch's (:class:`~dynamics.explicit.ExplicitStepper`:
+first step, tracking bound by quadrature on each step, a step crossing the norm limit
+ending at the crossing); the field at each step's end is the next step's first stage.
+Per kept step: 5 evaluations of the field; per rejected step: 4.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .explicit import EXPLICIT_RATE, ExplicitStepper
+from .models.canonical import CanonicalProblem
+
+#: Step-size factors of the controller: safety, smallest and largest change.
+SAFETY, SHRINK, GROW = 0.9, 0.2, 5.0
+#: Below this ``|z|`` the φ-functions are summed from their series.
+SERIES_BELOW = 1.0
+#: Terms of that series (``1/(SERIES_TERMS + 3)! < 1e-19``).
+SERIES_TERMS = 18
+#: Stage times.
+C = (0.0, 0.5, 0.5, 1.0, 0.5)
+
+
+def phis(z: float) -> tuple[float, float, float]:
+    """``(φ₁(z), φ₂(z), φ₃(z))``, ``φ_k(z) = Σ_m z^m/(m + k)!`` (``φ₁ = (e^z − 1)/z``,
+    ``φ_{k+1} = (φ_k − 1/k!)/z``): by the series for ``|z| <`` :data:`SERIES_BELOW`, by the
+    recurrence from ``expm1`` beyond (no cancellation worse than a factor 6 there)."""
+    if abs(z) < SERIES_BELOW:
+        out = []
+        for k in (1, 2, 3):
+            term = 1.0 / math.factorial(k)
+            total = term
+            for m in range(1, SERIES_TERMS):
+                term *= z / (m + k)
+                total += term
+            out.append(total)
+        return out[0], out[1], out[2]
+    p1 = math.expm1(z) / z
+    p2 = (p1 - 1.0) / z
+    return p1, p2, (p2 - 0.5) / z
+
+
+def coefficients(z: float) -> np.ndarray:
+    """The method's scalar coefficients at ``hL = z``, in the order
+    ``e^{z/2}, e^{z}, a21, a31, a32, a41, a42, a51, a52, a54, b1, b4, b5, e``
+    (``e = 2φ₂ − 4φ₃``, the weight of the error estimate)."""
+    p1h, p2h, p3h = phis(0.5 * z)  # c = ½: stages 2, 3, 5
+    p1, p2, p3 = phis(z)  # c = 1: stage 4 and the weights
+    a52 = 0.5 * p2h - p3 + 0.25 * p2 - 0.5 * p3h
+    a54 = 0.25 * p2h - a52
+    return np.array([
+        math.exp(0.5 * z), math.exp(z),
+        0.5 * p1h,
+        0.5 * p1h - p2h, p2h,
+        p1 - 2.0 * p2, p2,
+        0.5 * p1h - 2.0 * a52 - a54, a52, a54,
+        p1 - 3.0 * p2 + 4.0 * p3, -p2 + 4.0 * p3, 4.0 * p2 - 8.0 * p3,
+        2.0 * p2 - 4.0 * p3])
+
+
+def exponential_suits(problem) -> str | None:
+    """Why :class:`ExponentialStepper` should not run ``problem``, or None when it should:
+    a single-head canonical model whose relaxation rate exceeds
+    :data:`~dynamics.explicit.EXPLICIT_RATE` (below it, DOP853 is cheaper)."""
+    if type(problem) is not CanonicalProblem:
+        return f"{type(problem).__name__} has no fused field for the exponential branch"
+    if problem.relaxation_rate <= EXPLICIT_RATE:
+        return (f"relaxation not stiff: λ = γ/β = {problem.relaxation_rate:g} is at most "
+                f"{EXPLICIT_RATE:g}")
+    return None
+
+
+class ExpRK4:
+    """The exponential Runge–Kutta pair of the module docstring on ``ẏ = f(y)`` with
+    ``L = −lam`` on the components where ``stiff`` is True; the interface of scipy's
+    ``OdeSolver`` that :class:`~dynamics.explicit.ExplicitStepper` uses (``t``, ``y``,
+    ``f``, ``step()``, ``status``, ``nfev``, ``dense_output()``)."""
+
+    def __init__(self, field, t0, y0, t_bound, *, rtol, atol, first_step, lam, stiff):
+        self.field, self.t, self.y, self.t_bound = field, t0, y0, t_bound
+        self.rtol, self.atol, self.lam = rtol, atol, lam
+        self.f = field(t0, y0)
+        self.nfev = 1
+        self.h = first_step
+        self.status = "running" if t0 < t_bound else "finished"
+        self.rejected = 0
+        self._L = np.where(stiff, -lam, 0.0)
+        self._mask = stiff.astype(float)
+        self._plain = coefficients(0.0)
+        self._cache = (None, None)
+        self._after_rejection = False
+        self._last = None
+
+    def _coefficients(self, h):
+        """Per-component coefficient vectors, shape (14, n), for step ``h``."""
+        if self._cache[0] != h:
+            stiff = coefficients(-self.lam * h)
+            table = self._plain[:, None] + (stiff - self._plain)[:, None] * self._mask
+            self._cache = (h, table)
+        return self._cache[1]
+
+    def _attempt(self, t0, y0, f0, h):
+        """``(y₁, y₁ − ŷ₁)`` of one step ``h`` from ``(t0, y0)`` with ``f0 = f(y0)``."""
+        (E2, E1, a21, a31, a32, a41, a42, a51, a52, a54, b1, b4, b5, e) = \
+            self._coefficients(h)
+        field = self.field
+        G1 = f0 - self._L * y0
+        Ey = E2 * y0
+        U2 = Ey + h * a21 * G1
+        G2 = field(t0 + 0.5 * h, U2) - self._L * U2
+        U3 = Ey + h * (a31 * G1 + a32 * G2)
+        G3 = field(t0 + 0.5 * h, U3) - self._L * U3
+        U4 = E1 * y0 + h * (a41 * G1 + a42 * (G2 + G3))
+        G4 = field(t0 + h, U4) - self._L * U4
+        U5 = Ey + h * (a51 * G1 + a52 * (G2 + G3) + a54 * G4)
+        G5 = field(t0 + 0.5 * h, U5) - self._L * U5
+        self.nfev += 4
+        y1 = E1 * y0 + h * (b1 * G1 + b4 * G4 + b5 * G5)
+        return y1, h * e * (2.0 * G5 - G2 - G3)
+
+    def _error(self, y0, y1, diff) -> float:
+        scale = self.atol + self.rtol * np.maximum(np.abs(y0), np.abs(y1))
+        r = diff / scale
+        return math.sqrt(float(np.vdot(r, r)) / r.size)
+
+    def step(self):
+        """One kept step (rejected ones are tried again shorter); ``None`` (scipy's
+        convention: a message on failure)."""
+        t0, y0, f0 = self.t, self.y, self.f
+        smallest = 1e-12 * max(abs(self.t_bound), 1.0)
+        while True:
+            h = self.h
+            last = t0 + h >= self.t_bound * (1.0 - 1e-14) or self.t_bound - t0 - h <= smallest
+            if last:
+                h = self.t_bound - t0
+            with np.errstate(over="raise", invalid="raise"):
+                try:
+                    y1, diff = self._attempt(t0, y0, f0, h)
+                    err = self._error(y0, y1, diff)
+                except FloatingPointError:
+                    err = math.inf
+            if not math.isfinite(err):
+                err = math.inf
+            if err <= 1.0:
+                factor = GROW if err == 0.0 else min(GROW, max(SHRINK, SAFETY * err ** -0.25))
+                if self._after_rejection:
+                    factor = min(factor, 1.0)
+                self._after_rejection = False
+                if not last or factor < 1.0:
+                    self.h = h * factor
+                break
+            self.rejected += 1
+            self._after_rejection = True
+            if h <= smallest:
+                self.status = "failed"
+                return f"the step fell below {smallest:.3g}"
+            self.h = h * (SHRINK if math.isinf(err) else max(SHRINK, SAFETY * err ** -0.25))
+        self._last = (t0, y0, f0)
+        self.t = self.t_bound if last else t0 + h
+        self.y = y1
+        self.f = self.field(self.t, y1)
+        self.nfev += 1
+        if last:
+            self.status = "finished"
+        return None
+
+    def dense_output(self):
+        """``y(t)`` inside the last step, by a step of the method from its start (of the
+        method's order; used only to locate where a run crosses its norm limit)."""
+        t0, y0, f0 = self._last
+
+        def at(t):
+            return y0 if t == t0 else self._attempt(t0, y0, f0, t - t0)[0]
+
+        return at
+
+
+class ExponentialStepper(ExplicitStepper):
+    """:class:`~dynamics.explicit.ExplicitStepper` with :class:`ExpRK4` in place of
+    DOP853: one kept exponential step per :meth:`step` (stiff canonical runs)."""
+
+    order = 4
+    method = "exponential RK4"
+
+    def __init__(self, problem, **kwargs):
+        super().__init__(problem, **kwargs)
+        self._rejected_done = 0
+
+    def _new_solver(self, t0, y0, h):
+        if self._solver is not None:
+            self._rejected_done += self._solver.rejected
+        stiff = np.zeros(y0.size, dtype=bool)
+        nz = y0.size - 2 * self._nx - 1
+        stiff[2 * self._nx:2 * self._nx + nz] = True
+        return ExpRK4(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
+                      first_step=h, lam=self.problem.relaxation_rate, stiff=stiff)
+
+    @property
+    def rejected(self) -> int:
+        return self._rejected_done + (0 if self._solver is None else self._solver.rejected)
+
+
+__all__ = ["ExpRK4", "ExponentialStepper", "coefficients", "exponential_suits", "phis"]
