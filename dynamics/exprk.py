@@ -48,7 +48,12 @@ import math
 
 import numpy as np
 
+from dataclasses import replace
+
+from . import energy as en
 from .explicit import EXPLICIT_RATE, ExplicitStepper
+from .logits import centre_rows
+from .models import canonical
 from .models.canonical import CanonicalProblem
 
 #: Step-size factors of the controller: safety, smallest and largest change.
@@ -57,6 +62,9 @@ SAFETY, SHRINK, GROW = 0.9, 0.2, 5.0
 SERIES_BELOW = 1.0
 #: Terms of that series (``1/(SERIES_TERMS + 3)! < 1e-19``).
 SERIES_TERMS = 18
+ESTIMATE = "third"
+LAYER = True
+EXPONENT = 0.25
 #: Stage times.
 C = (0.0, 0.5, 0.5, 1.0, 0.5)
 
@@ -116,7 +124,8 @@ class ExpRK4:
     ``OdeSolver`` that :class:`~dynamics.explicit.ExplicitStepper` uses (``t``, ``y``,
     ``f``, ``step()``, ``status``, ``nfev``, ``dense_output()``)."""
 
-    def __init__(self, field, t0, y0, t_bound, *, rtol, atol, first_step, lam, stiff):
+    def __init__(self, field, t0, y0, t_bound, *, rtol, atol, first_step, lam, stiff,
+                 measured=None):
         self.field, self.t, self.y, self.t_bound = field, t0, y0, t_bound
         self.rtol, self.atol, self.lam = rtol, atol, lam
         self.f = field(t0, y0)
@@ -124,8 +133,11 @@ class ExpRK4:
         self.h = first_step
         self.status = "running" if t0 < t_bound else "finished"
         self.rejected = 0
+        self._t_start = t0
         self._L = np.where(stiff, -lam, 0.0)
         self._mask = stiff.astype(float)
+        #: components in the error estimate (all by default)
+        self._measured = slice(None) if measured is None else measured
         self._plain = coefficients(0.0)
         self._cache = (None, None)
         self._after_rejection = False
@@ -156,11 +168,16 @@ class ExpRK4:
         G5 = field(t0 + 0.5 * h, U5) - self._L * U5
         self.nfev += 4
         y1 = E1 * y0 + h * (b1 * G1 + b4 * G4 + b5 * G5)
+        if ESTIMATE == "simpson":
+            return y1, h * e * (2.0 * G5 - G1 - G4)
+        if ESTIMATE == "both":
+            return y1, h * e * (4.0 * G5 - G1 - G4 - G2 - G3)
         return y1, h * e * (2.0 * G5 - G2 - G3)
 
     def _error(self, y0, y1, diff) -> float:
-        scale = self.atol + self.rtol * np.maximum(np.abs(y0), np.abs(y1))
-        r = diff / scale
+        m = self._measured
+        scale = self.atol + self.rtol * np.maximum(np.abs(y0[m]), np.abs(y1[m]))
+        r = diff[m] / scale
         return math.sqrt(float(np.vdot(r, r)) / r.size)
 
     def step(self):
@@ -182,19 +199,21 @@ class ExpRK4:
             if not math.isfinite(err):
                 err = math.inf
             if err <= 1.0:
-                factor = GROW if err == 0.0 else min(GROW, max(SHRINK, SAFETY * err ** -0.25))
+                factor = GROW if err == 0.0 else min(GROW, max(SHRINK, SAFETY * err ** -EXPONENT))
                 if self._after_rejection:
                     factor = min(factor, 1.0)
                 self._after_rejection = False
                 if not last or factor < 1.0:
                     self.h = h * factor
+                    if LAYER:
+                        self.h = min(self.h, max(t0 + h - self._t_start, h))
                 break
             self.rejected += 1
             self._after_rejection = True
             if h <= smallest:
                 self.status = "failed"
                 return f"the step fell below {smallest:.3g}"
-            self.h = h * (SHRINK if math.isinf(err) else max(SHRINK, SAFETY * err ** -0.25))
+            self.h = h * (SHRINK if math.isinf(err) else max(SHRINK, SAFETY * err ** -EXPONENT))
         self._last = (t0, y0, f0)
         self.t = self.t_bound if last else t0 + h
         self.y = y1
@@ -225,6 +244,7 @@ class ExponentialStepper(ExplicitStepper):
     def __init__(self, problem, **kwargs):
         super().__init__(problem, **kwargs)
         self._rejected_done = 0
+        self._balance = None
 
     def _new_solver(self, t0, y0, h):
         if self._solver is not None:
@@ -232,8 +252,31 @@ class ExponentialStepper(ExplicitStepper):
         stiff = np.zeros(y0.size, dtype=bool)
         nz = y0.size - 2 * self._nx - 1
         stiff[2 * self._nx:2 * self._nx + nz] = True
+        # the balance's reference point: ∫D(t) = ∫D(t0) + H(t0) − H(t) (see finish)
+        self._balance = (y0[-1], self._energy(y0))
         return ExpRK4(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
-                      first_step=h, lam=self.problem.relaxation_rate, stiff=stiff)
+                      first_step=h, lam=self.problem.relaxation_rate, stiff=stiff,
+                      measured=slice(0, y0.size - 1))
+
+    def _energy(self, y):
+        """``H`` of a solver state ``y = [X, P, Z, ∫D]``."""
+        nx = self._nx
+        n = math.isqrt(y.size - 2 * nx - 1)
+        X = y[:nx].reshape(n, -1)
+        P = y[nx:2 * nx].reshape(n, -1)
+        A = en.rowsoftmax(centre_rows(y[2 * nx:-1].reshape(n, n)), centred=True)
+        return canonical.hamiltonian(self.problem, X, P, A)
+
+    def finish(self, state, carry):
+        """As the explicit branch's, with ``∫D`` from the energy balance of the step's run
+        (``H(t0) + ∫D(t0) = H(t) + ∫D(t)``: no work on the canonical model), not from the
+        solver's component (see the module docstring)."""
+        state, carry = super().finish(state, carry)
+        if state.A is not None and self._balance is not None:
+            D0, H0 = self._balance
+            H = canonical.hamiltonian(self.problem, state.X, state.P, state.A, S=state.S)
+            state = replace(state, dissipated=D0 + H0 - H)
+        return state, carry
 
     @property
     def rejected(self) -> int:
