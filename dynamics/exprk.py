@@ -62,9 +62,10 @@ SAFETY, SHRINK, GROW = 0.9, 0.2, 5.0
 SERIES_BELOW = 1.0
 #: Terms of that series (``1/(SERIES_TERMS + 3)! < 1e-19``).
 SERIES_TERMS = 18
-ESTIMATE = "third"
-LAYER = True
-EXPONENT = 0.25
+#: After a (re)start a step is at most this times the time since: the relaxation layer
+#: of an off-equilibrium start (``Z − βS`` decaying like ``e^{−λt}``) is left at most
+#: ``e^{−λh/LAYER}`` of its size when a step of ``λh ≫ 1`` begins (see the module docstring).
+LAYER = 0.5
 #: Stage times.
 C = (0.0, 0.5, 0.5, 1.0, 0.5)
 
@@ -125,7 +126,7 @@ class ExpRK4:
     ``f``, ``step()``, ``status``, ``nfev``, ``dense_output()``)."""
 
     def __init__(self, field, t0, y0, t_bound, *, rtol, atol, first_step, lam, stiff,
-                 measured=None):
+                 measured=None, shift=None, shift_rate=None):
         self.field, self.t, self.y, self.t_bound = field, t0, y0, t_bound
         self.rtol, self.atol, self.lam = rtol, atol, lam
         self.f = field(t0, y0)
@@ -136,6 +137,8 @@ class ExpRK4:
         self._t_start = t0
         self._L = np.where(stiff, -lam, 0.0)
         self._mask = stiff.astype(float)
+        self._zs = stiff
+        self._shift, self._shift_rate = shift, shift_rate
         #: components in the error estimate (all by default)
         self._measured = slice(None) if measured is None else measured
         self._plain = coefficients(0.0)
@@ -155,24 +158,43 @@ class ExpRK4:
         """``(y₁, y₁ − ŷ₁)`` of one step ``h`` from ``(t0, y0)`` with ``f0 = f(y0)``."""
         (E2, E1, a21, a31, a32, a41, a42, a51, a52, a54, b1, b4, b5, e) = \
             self._coefficients(h)
-        field = self.field
-        G1 = f0 - self._L * y0
-        Ey = E2 * y0
+        field = self._inner_field
+        L = self._L
+        u0, g0 = self._inner(y0, f0)
+        G1 = g0 - L * u0
+        Ey = E2 * u0
         U2 = Ey + h * a21 * G1
-        G2 = field(t0 + 0.5 * h, U2) - self._L * U2
+        G2 = field(t0 + 0.5 * h, U2) - L * U2
         U3 = Ey + h * (a31 * G1 + a32 * G2)
-        G3 = field(t0 + 0.5 * h, U3) - self._L * U3
-        U4 = E1 * y0 + h * (a41 * G1 + a42 * (G2 + G3))
-        G4 = field(t0 + h, U4) - self._L * U4
+        G3 = field(t0 + 0.5 * h, U3) - L * U3
+        U4 = E1 * u0 + h * (a41 * G1 + a42 * (G2 + G3))
+        G4 = field(t0 + h, U4) - L * U4
         U5 = Ey + h * (a51 * G1 + a52 * (G2 + G3) + a54 * G4)
-        G5 = field(t0 + 0.5 * h, U5) - self._L * U5
+        G5 = field(t0 + 0.5 * h, U5) - L * U5
         self.nfev += 4
-        y1 = E1 * y0 + h * (b1 * G1 + b4 * G4 + b5 * G5)
-        if ESTIMATE == "simpson":
-            return y1, h * e * (2.0 * G5 - G1 - G4)
-        if ESTIMATE == "both":
-            return y1, h * e * (4.0 * G5 - G1 - G4 - G2 - G3)
+        u1 = E1 * u0 + h * (b1 * G1 + b4 * G4 + b5 * G5)
+        y1 = self._outer(u1)
         return y1, h * e * (2.0 * G5 - G2 - G3)
+
+    def _inner(self, y, f):
+        """``(u, g)``: the state with the logits' shift ``σ(y)`` taken away, and its rate."""
+        if self._shift is None:
+            return y, f
+        u, g = y.copy(), f.copy()
+        u[self._zs] -= self._shift(y)
+        g[self._zs] -= self._shift_rate(y, f)
+        return u, g
+
+    def _outer(self, u):
+        if self._shift is None:
+            return u
+        y = u.copy()
+        y[self._zs] += self._shift(u)
+        return y
+
+    def _inner_field(self, t, u):
+        y = self._outer(u)
+        return self._inner(y, self.field(t, y))[1]
 
     def _error(self, y0, y1, diff) -> float:
         m = self._measured
@@ -199,21 +221,21 @@ class ExpRK4:
             if not math.isfinite(err):
                 err = math.inf
             if err <= 1.0:
-                factor = GROW if err == 0.0 else min(GROW, max(SHRINK, SAFETY * err ** -EXPONENT))
+                factor = GROW if err == 0.0 else min(GROW, max(SHRINK, SAFETY * err ** -0.25))
                 if self._after_rejection:
                     factor = min(factor, 1.0)
                 self._after_rejection = False
                 if not last or factor < 1.0:
                     self.h = h * factor
                     if LAYER:
-                        self.h = min(self.h, max(t0 + h - self._t_start, h))
+                        self.h = min(self.h, max(LAYER * (t0 + h - self._t_start), h))
                 break
             self.rejected += 1
             self._after_rejection = True
             if h <= smallest:
                 self.status = "failed"
                 return f"the step fell below {smallest:.3g}"
-            self.h = h * (SHRINK if math.isinf(err) else max(SHRINK, SAFETY * err ** -EXPONENT))
+            self.h = h * (SHRINK if math.isinf(err) else max(SHRINK, SAFETY * err ** -0.25))
         self._last = (t0, y0, f0)
         self.t = self.t_bound if last else t0 + h
         self.y = y1
@@ -256,7 +278,23 @@ class ExponentialStepper(ExplicitStepper):
         self._balance = (y0[-1], self._energy(y0))
         return ExpRK4(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
                       first_step=h, lam=self.problem.relaxation_rate, stiff=stiff,
-                      measured=slice(0, y0.size - 1))
+                      measured=slice(0, y0.size - 1),
+                      shift=self._scores, shift_rate=self._score_rate)
+
+    def _scores(self, y):
+        """``βS(X)``, flat, of a solver state (the logits' slow part)."""
+        nx, prob = self._nx, self.problem
+        n = prob.M.shape[0]
+        X = y[:nx].reshape(-1, n)
+        return prob.beta * ((X @ prob.M) @ X.T).ravel()
+
+    def _score_rate(self, y, f):
+        """``β dS/dt`` with ``dX/dt = f_X``, flat."""
+        nx, prob = self._nx, self.problem
+        n = prob.M.shape[0]
+        X, V = y[:nx].reshape(-1, n), f[:nx].reshape(-1, n)
+        XMVt = (X @ prob.M) @ V.T
+        return prob.beta * (XMVt + ((V @ prob.M) @ X.T)).ravel()
 
     def _energy(self, y):
         """``H`` of a solver state ``y = [X, P, Z, ∫D]``."""
