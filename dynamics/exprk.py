@@ -45,10 +45,9 @@ Per kept step: 5 evaluations of the field; per rejected step: 4.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
-
-from dataclasses import replace
 
 from . import energy as en
 from .explicit import EXPLICIT_RATE, ExplicitStepper
