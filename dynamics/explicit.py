@@ -49,7 +49,7 @@ import numpy as np
 from scipy.integrate import DOP853
 
 from . import energy as en
-from .logits import centre_rows
+from .logits import centre_rows, exp_trapezoid
 from .models.canonical import CanonicalProblem
 from .state import State
 from .steppers.base import Stepper
@@ -58,6 +58,10 @@ from .steppers.base import Stepper
 EXPLICIT_RATE = 64.0
 #: Simpson intervals of the tracking bound's quadrature per step (even).
 BOUND_NODES = 32
+#: Above this ``λh`` a step's bound quadrature integrates ``e^{−λ(h−s)}`` exactly against
+#: the piecewise-linear interpolant of ``osc(dS/dt)`` on the same nodes (Simpson's rule
+#: cannot follow the kernel's spike of width ``1/λ``; the exponential branch's steps).
+BOUND_SMOOTH = 1.0
 #: Quintic Hermite basis on [0, 1], monomial coefficients (rows: powers 0…5) of the
 #: weights of p(0), p'(0), p''(0), p(1), p'(1), p''(1).
 _HERMITE = np.array([
@@ -151,7 +155,8 @@ def bound_steps(prob, B0, hs, ends0, ends1):
     on each step the quintic Hermite interpolant of ``X, V = Ẋ, acc = Ẍ`` at its ends
     (``ends0``, ``ends1``: arrays of shape (k, 3, N, d) holding ``X, V, acc`` at the start
     and end of each step) and ``dS/dt = V M Xᵀ + X M Vᵀ``, by Simpson's rule on
-    :data:`BOUND_NODES` intervals, all steps in one batch. ``B0`` shape (N,); returns
+    :data:`BOUND_NODES` intervals (the exponential trapezoid rule when ``λh >``
+    :data:`BOUND_SMOOTH`), all steps in one batch. ``B0`` shape (N,); returns
     ``B_k``, shape (N,)."""
     values, slopes, tau, weights = _TABLES
     k, _, N, d = ends0.shape
@@ -163,7 +168,14 @@ def bound_steps(prob, B0, hs, ends0, ends1):
     S_dot += (Xs @ prob.M) @ Vs.swapaxes(-1, -2)
     osc = S_dot.max(axis=-1) - S_dot.min(axis=-1)  # (k, m + 1, N)
     lam = prob.relaxation_rate
-    w = (prob.beta * hs)[:, None] * weights * np.exp(-lam * hs[:, None] * (1.0 - tau))
+    decay = np.exp(-lam * hs[:, None] * (1.0 - tau))
+    w = (prob.beta * hs)[:, None] * weights * decay
+    for j in np.flatnonzero(lam * hs > BOUND_SMOOTH):  # the kernel a spike at the end:
+        w0, w1 = exp_trapezoid(lam, hs[j] / (len(tau) - 1))  # its exact integral times the
+        w[j] = 0.0  # piecewise-linear interpolant of osc (exponential trapezoid rule)
+        w[j, :-1] += w0 * decay[j, 1:]
+        w[j, 1:] += w1 * decay[j, 1:]
+        w[j] *= prob.beta
     g = np.einsum("km,kmn->kn", w, osc)
     B = B0
     for decay, g_j in zip(np.exp(-lam * hs), g, strict=True):

@@ -61,10 +61,6 @@ SAFETY, SHRINK, GROW = 0.9, 0.2, 5.0
 SERIES_BELOW = 1.0
 #: Terms of that series (``1/(SERIES_TERMS + 3)! < 1e-19``).
 SERIES_TERMS = 18
-#: After a (re)start a step is at most this times the time since: the relaxation layer
-#: of an off-equilibrium start (``Z − βS`` decaying like ``e^{−λt}``) is left at most
-#: ``e^{−λh/LAYER}`` of its size when a step of ``λh ≫ 1`` begins (see the module docstring).
-LAYER = 0.5
 #: Stage times.
 C = (0.0, 0.5, 0.5, 1.0, 0.5)
 
@@ -125,7 +121,7 @@ class ExpRK4:
     ``f``, ``step()``, ``status``, ``nfev``, ``dense_output()``)."""
 
     def __init__(self, field, t0, y0, t_bound, *, rtol, atol, first_step, lam, stiff,
-                 measured=None, shift=None, shift_rate=None):
+                 measured=None, shift=None, shift_rate=None, layer=None):
         self.field, self.t, self.y, self.t_bound = field, t0, y0, t_bound
         self.rtol, self.atol, self.lam = rtol, atol, lam
         self.f = field(t0, y0)
@@ -133,11 +129,11 @@ class ExpRK4:
         self.h = first_step
         self.status = "running" if t0 < t_bound else "finished"
         self.rejected = 0
-        self._t_start = t0
         self._L = np.where(stiff, -lam, 0.0)
         self._mask = stiff.astype(float)
         self._zs = stiff
         self._shift, self._shift_rate = shift, shift_rate
+        self._layer = layer
         #: components in the error estimate (all by default)
         self._measured = slice(None) if measured is None else measured
         self._plain = coefficients(0.0)
@@ -173,7 +169,10 @@ class ExpRK4:
         self.nfev += 4
         u1 = E1 * u0 + h * (b1 * G1 + b4 * G4 + b5 * G5)
         y1 = self._outer(u1)
-        return y1, h * e * (2.0 * G5 - G2 - G3)
+        diff = h * e * (2.0 * G5 - G2 - G3)
+        if self._layer is not None:
+            diff += self._layer(y0, g0, h)
+        return y1, diff
 
     def _inner(self, y, f):
         """``(u, g)``: the state with the logits' shift ``σ(y)`` taken away, and its rate."""
@@ -226,8 +225,6 @@ class ExpRK4:
                 self._after_rejection = False
                 if not last or factor < 1.0:
                     self.h = h * factor
-                    if LAYER:
-                        self.h = min(self.h, max(LAYER * (t0 + h - self._t_start), h))
                 break
             self.rejected += 1
             self._after_rejection = True
@@ -278,7 +275,33 @@ class ExponentialStepper(ExplicitStepper):
         return ExpRK4(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
                       first_step=h, lam=self.problem.relaxation_rate, stiff=stiff,
                       measured=slice(0, y0.size - 1),
-                      shift=self._scores, shift_rate=self._score_rate)
+                      shift=self._scores, shift_rate=self._score_rate,
+                      layer=self._layer_error)
+
+    def _layer_error(self, y, g, h):
+        """The local error of a step ``h`` from ``y`` (inner rate ``g``) caused by the
+        relaxation layer ``ℓ = W − W* = −g_W/λ``: the momenta's quadrature of ``e^{−λs}ℓ``,
+        ``h κ(−λh) ∂Ṗ/∂Z·ℓ`` with ``κ(z) = 1/6 + e^z/6 + (2/3)e^{z/2} − φ₁(z)`` (Simpson's
+        weights on the stage layers against the exact integral), zero elsewhere."""
+        nx, prob = self._nx, self.problem
+        n = prob.M.shape[0]
+        lam = prob.relaxation_rate
+        N = nx // n
+        zs = slice(2 * nx, 2 * nx + N * N)
+        ell = g[zs].reshape(N, N) / -lam
+        z = -lam * h
+        kappa = 1.0 / 6.0 + math.exp(z) / 6.0 + 2.0 / 3.0 * math.exp(0.5 * z) - phis(z)[0]
+        out = np.zeros(y.size)
+        if kappa == 0.0:
+            return out
+        X = y[:nx].reshape(N, n)
+        A = en.rowsoftmax(centre_rows(y[zs].reshape(N, N)), centred=True)
+        dA = A * (ell - np.sum(A * ell, axis=1, keepdims=True))
+        dF = dA.T @ (X @ prob.M) + dA @ (X @ prob.M.T)
+        if prob.fixed:
+            dF[:, -prob.fixed:] = 0.0
+        out[nx:2 * nx] = (h * kappa) * dF.ravel()
+        return out
 
     def _scores(self, y):
         """``βS(X)``, flat, of a solver state (the logits' slow part)."""
@@ -301,8 +324,9 @@ class ExponentialStepper(ExplicitStepper):
         n = math.isqrt(y.size - 2 * nx - 1)
         X = y[:nx].reshape(n, -1)
         P = y[nx:2 * nx].reshape(n, -1)
-        A = en.rowsoftmax(centre_rows(y[2 * nx:-1].reshape(n, n)), centred=True)
-        return canonical.hamiltonian(self.problem, X, P, A)
+        Z = centre_rows(y[2 * nx:-1].reshape(n, n))
+        return canonical.hamiltonian(self.problem, X, P, en.rowsoftmax(Z, centred=True),
+                                     en.log_rowsoftmax(Z))
 
     def finish(self, state, carry):
         """As the explicit branch's, with ``∫D`` from the energy balance of the step's run
@@ -311,7 +335,8 @@ class ExponentialStepper(ExplicitStepper):
         state, carry = super().finish(state, carry)
         if state.A is not None and self._balance is not None:
             D0, H0 = self._balance
-            H = canonical.hamiltonian(self.problem, state.X, state.P, state.A, S=state.S)
+            H = canonical.hamiltonian(self.problem, state.X, state.P, state.A,
+                                      en.log_rowsoftmax(state.Z), S=state.S)
             state = replace(state, dissipated=D0 + H0 - H)
         return state, carry
 
