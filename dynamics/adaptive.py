@@ -3,9 +3,10 @@
 A canonical run whose relaxation is not stiff (``λ = γ/β`` at most
 :data:`~dynamics.explicit.EXPLICIT_RATE`) is stepped by DOP853 on the whole system
 (:mod:`dynamics.explicit`: an explicit pair of order 8 is the right tool there, and one of
-our symmetric steps costs as much as a field evaluation at small N). A stiff one (single-head canonical, ``λ`` above that) is stepped
-by the exponential Runge–Kutta method of stiff order 4 of :mod:`dynamics.exprk` on the
-same fused field. Every other run takes the steps below.
+our symmetric steps costs as much as a field evaluation at small N). A stiff one
+(single-head canonical, ``λ`` above that) is stepped by the exponential Runge–Kutta
+method of stiff order 4 of :mod:`dynamics.exprk` on the same fused field. Every other
+run takes the steps below.
 
 Two kinds of step, each with its error estimate ``err``, measured as ``solve_ivp``
 measures its own: the root mean square over features, momenta and attention of

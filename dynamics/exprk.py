@@ -210,8 +210,14 @@ class ExpRK4:
         return y
 
     def _inner_field(self, t, u):
-        y = self._outer(u)
-        return self._inner(y, self.field(t, y))[1]
+        """The rate of ``u``: the field at ``u``'s outer state, its logits' part shifted."""
+        if self._shift is None:
+            return self.field(t, u)
+        y = u.copy()
+        y[self._zs] += self._shift(u)  # u and y share X
+        f = self.field(t, y)
+        f[self._zs] -= self._shift_rate(y, f)
+        return f
 
     def _error(self, y0, y1, diff) -> float:
         m = self._measured
