@@ -51,7 +51,7 @@ import numpy as np
 from scipy.integrate import DOP853
 
 from . import energy as en
-from .logits import centre_rows, exp_trapezoid
+from .logits import centre_rows
 from .models.canonical import CanonicalProblem
 from .state import State
 from .steppers.base import Stepper
@@ -172,12 +172,20 @@ def bound_steps(prob, B0, hs, ends0, ends1):
     lam = prob.relaxation_rate
     decay = np.exp(-lam * hs[:, None] * (1.0 - tau))
     w = (prob.beta * hs)[:, None] * weights * decay
-    for j in np.flatnonzero(lam * hs > BOUND_SMOOTH):  # the kernel a spike at the end:
-        w0, w1 = exp_trapezoid(lam, hs[j] / (len(tau) - 1))  # its exact integral times the
-        w[j] = 0.0  # piecewise-linear interpolant of osc (exponential trapezoid rule)
-        w[j, :-1] += w0 * decay[j, 1:]
-        w[j, 1:] += w1 * decay[j, 1:]
-        w[j] *= prob.beta
+    spiky = lam * hs > BOUND_SMOOTH
+    if np.any(spiky):  # the kernel a spike at the step's end: its exact integral against
+        # the piecewise-linear interpolant of osc (exponential trapezoid rule, per interval
+        # of width δ: weights δ(φ₁(x) − χ), δχ, x = λδ ≥ BOUND_SMOOTH/BOUND_NODES)
+        delta = hs[spiky] / (len(tau) - 1)
+        x = lam * delta
+        em1 = np.expm1(-x)
+        chi = (1.0 + em1 / x) / x
+        w0, w1 = delta * (-em1 / x - chi), delta * chi
+        e = decay[spiky, 1:]
+        ws = np.zeros((len(delta), len(tau)))
+        ws[:, :-1] += w0[:, None] * e
+        ws[:, 1:] += w1[:, None] * e
+        w[spiky] = prob.beta * ws
     g = np.einsum("km,kmn->kn", w, osc)
     B = B0
     for decay, g_j in zip(np.exp(-lam * hs), g, strict=True):
