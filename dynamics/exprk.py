@@ -365,6 +365,10 @@ class ExponentialStepper(ExplicitStepper):
             state = replace(state, dissipated=D0 + H0 - H)
         return state, carry
 
+    def _crossing(self, t0):
+        self._rejected_done += self._solver.rejected  # the solver is dropped there
+        return super()._crossing(t0)
+
     @property
     def rejected(self) -> int:
         return self._rejected_done + (0 if self._solver is None else self._solver.rejected)

@@ -198,3 +198,37 @@ def test_exponential_branch_stops_a_diverging_run_where_it_crosses():
     assert run.steps["method"] == "exponential RK4"
     assert run.status == "diverged" and "exceeds 20" in run.message
     assert run.diverged_at == pytest.approx(fixed.diverged_at, abs=0.01)
+
+
+@pytest.mark.parametrize("lam", [200.0, 2000.0])
+def test_layer_term_estimates_the_error_of_a_step_into_the_layer(lam):
+    """One step of λh = 20 from a state whose logits are off their slow manifold (random
+    attention at t = 0): the layer term has the size and direction of the momenta's error
+    against a tight reference, which the embedded estimate alone misses."""
+    s = Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=lam,
+                 init_momentum="random", init_attention="random")
+    sim = Simulation(s)
+    prob = sim.problem
+    rhs, y0, _ = models.get("canonical").readable["reference"](prob, sim.state)
+    h = 20.0 / lam
+    ref = solve_ivp(rhs, (0, h), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
+    helper = ExponentialStepper(prob, rtol=1.0, atol=1.0, t_end=h)
+    helper._nx = 15
+    field = canonical_field(prob, 5, 3)
+    stiff = np.zeros(y0.size, dtype=bool)
+    stiff[30:55] = True
+    solver = ExpRK4(field, 0.0, y0, h, rtol=1e6, atol=1e6, first_step=h, lam=lam,
+                    stiff=stiff, shift=helper._scores, shift_rate=helper._score_rate)
+    y1, diff = solver._attempt(0.0, y0, solver.f, h)
+    _, g0 = solver._inner(y0, solver.f)
+    layer = helper._layer_error(y0, g0, h)[15:30]
+    actual = (y1 - ref)[15:30]
+    embedded = diff[15:30]  # (this solver has no layer term)
+    size = np.linalg.norm(layer) / np.linalg.norm(actual)
+    cosine = float(layer @ actual) / (np.linalg.norm(layer) * np.linalg.norm(actual))
+    print(f"λ = {lam:g}: |error| {np.linalg.norm(actual):.3g}, layer term / error {size:.2f},"
+          f" cosine {cosine:.3f}, embedded / error "
+          f"{np.linalg.norm(embedded) / np.linalg.norm(actual):.3f}")
+    # first order in an O(1) layer: its size and direction, not its digits
+    assert 0.5 < size < 2.0 and cosine > 0.8
+    assert np.linalg.norm(embedded) < 0.3 * np.linalg.norm(actual)
