@@ -60,10 +60,6 @@ from .steppers.base import Stepper
 EXPLICIT_RATE = 64.0
 #: Simpson intervals of the tracking bound's quadrature per step (even).
 BOUND_NODES = 32
-#: Above this ``λh`` a step's bound quadrature integrates ``e^{−λ(h−s)}`` exactly against
-#: the piecewise-linear interpolant of ``osc(dS/dt)`` on the same nodes (Simpson's rule
-#: cannot follow the kernel's spike of width ``1/λ``; the exponential branch's steps).
-BOUND_SMOOTH = 1.0
 #: Quintic Hermite basis on [0, 1], monomial coefficients (rows: powers 0…5) of the
 #: weights of p(0), p'(0), p''(0), p(1), p'(1), p''(1).
 _HERMITE = np.array([
@@ -151,14 +147,16 @@ def _hermite_tables(m: int):
 _TABLES = _hermite_tables(BOUND_NODES)
 
 
-def bound_steps(prob, B0, hs, ends0, ends1):
+def bound_steps(prob, B0, hs, ends0, ends1, smooth=math.inf):
     """The tracking bound after ``k`` consecutive steps of sizes ``hs`` (shape (k,)):
     ``B_j = e^{−λh_j} B_{j−1} + β ∫₀^{h_j} e^{−λ(h_j−s)} osc(dS/dt(s)) ds``, with ``X(s)``
     on each step the quintic Hermite interpolant of ``X, V = Ẋ, acc = Ẍ`` at its ends
     (``ends0``, ``ends1``: arrays of shape (k, 3, N, d) holding ``X, V, acc`` at the start
     and end of each step) and ``dS/dt = V M Xᵀ + X M Vᵀ``, by Simpson's rule on
-    :data:`BOUND_NODES` intervals (the exponential trapezoid rule when ``λh >``
-    :data:`BOUND_SMOOTH`), all steps in one batch. ``B0`` shape (N,); returns
+    :data:`BOUND_NODES` intervals, all steps in one batch. Steps with ``λh > smooth`` (the
+    exponential branch's: Simpson's rule cannot follow the kernel's spike of width
+    ``1/λ``) integrate ``e^{−λ(h−s)}`` exactly against the piecewise-linear interpolant of
+    ``osc`` on the same nodes (the exponential trapezoid rule). ``B0`` shape (N,); returns
     ``B_k``, shape (N,)."""
     values, slopes, tau, weights = _TABLES
     k, _, N, d = ends0.shape
@@ -172,10 +170,10 @@ def bound_steps(prob, B0, hs, ends0, ends1):
     lam = prob.relaxation_rate
     decay = np.exp(-lam * hs[:, None] * (1.0 - tau))
     w = (prob.beta * hs)[:, None] * weights * decay
-    spiky = lam * hs > BOUND_SMOOTH
+    spiky = lam * hs > smooth
     if np.any(spiky):  # the kernel a spike at the step's end: its exact integral against
         # the piecewise-linear interpolant of osc (exponential trapezoid rule, per interval
-        # of width δ: weights δ(φ₁(x) − χ), δχ, x = λδ ≥ BOUND_SMOOTH/BOUND_NODES)
+        # of width δ: weights δ(φ₁(x) − χ), δχ, χ = ψ(x)/x, x = λδ)
         delta = hs[spiky] / (len(tau) - 1)
         x = lam * delta
         em1 = np.expm1(-x)
@@ -248,6 +246,8 @@ class ExplicitStepper(Stepper):
 
     order = 8
     method = "DOP853"
+    #: steps with a larger ``λh`` take the exponential trapezoid rule in :func:`bound_steps`
+    bound_smooth = math.inf
 
     def __init__(self, problem, *, rtol: float, atol: float, t_end: float,
                  norm_limit: float = math.inf):
@@ -314,7 +314,8 @@ class ExplicitStepper(Stepper):
         N, d = state.X.shape
         ends = np.stack(carry.ends).reshape(-1, 2, 3, N, d)
         ends[:, :, 2] /= prob.mass  # Ṗ/m
-        B = bound_steps(prob, carry.B, np.array(carry.hs), ends[:, 0], ends[:, 1])
+        B = bound_steps(prob, carry.B, np.array(carry.hs), ends[:, 0], ends[:, 1],
+                        self.bound_smooth)
         X, V = state.X, state.P / prob.mass
         XM = X @ prob.M
         S_dot = np.concatenate((V @ prob.M, XM), axis=1) @ np.concatenate((X, V), axis=1).T

@@ -283,6 +283,7 @@ class ExponentialStepper(ExplicitStepper):
 
     order = 4
     method = "exponential RK4"
+    bound_smooth = 1.0
 
     def __init__(self, problem, **kwargs):
         super().__init__(problem, **kwargs)
