@@ -234,6 +234,7 @@ def test_layer_term_estimates_the_error_of_a_step_into_the_layer(lam):
     assert np.linalg.norm(embedded) < 0.3 * np.linalg.norm(actual)
 
 
+@pytest.mark.slow  # ~10 s: two runs of a 9 × 385 head
 def test_exponential_branch_on_a_real_head_keeps_its_constant_column():
     """A real head (N = 9, d = 385, its last feature column constant) at λ = 500: the
     column stays as it was, and rtol 1e-5 agrees with rtol 1e-9 to a few times 1e-5."""
