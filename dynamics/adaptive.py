@@ -3,8 +3,10 @@
 A canonical run whose relaxation is not stiff (``λ = γ/β`` at most
 :data:`~dynamics.explicit.EXPLICIT_RATE`) is stepped by DOP853 on the whole system
 (:mod:`dynamics.explicit`: an explicit pair of order 8 is the right tool there, and one of
-our symmetric steps costs as much as a field evaluation at small N). Every other run
-takes the steps below.
+our symmetric steps costs as much as a field evaluation at small N). A stiff one
+(single-head canonical, ``λ`` above that) is stepped by the exponential Runge–Kutta
+method of stiff order 4 of :mod:`dynamics.exprk` on the same fused field. Every other
+run takes the steps below.
 
 Two kinds of step, each with its error estimate ``err``, measured as ``solve_ivp``
 measures its own: the root mean square over features, momenta and attention of
@@ -44,6 +46,7 @@ import numpy as np
 
 from . import energy as en
 from .explicit import ExplicitStepper, explicit_suits
+from .exprk import ExponentialStepper, exponential_suits
 from .logits import centre_rows
 from .models.part_one import score_rate
 from .steppers.base import Stepper, TooStiff
@@ -277,6 +280,9 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
     if explicit_suits(sim.problem, type(sim.stepper)) is None:  # non-stiff canonical
         stepper = ExplicitStepper(sim.problem, rtol=rtol, atol=atol, t_end=t_end,
                                   norm_limit=settings.norm_limit)
+    elif exponential_suits(sim.problem) is None:  # stiff canonical
+        stepper = ExponentialStepper(sim.problem, rtol=rtol, atol=atol, t_end=t_end,
+                                     norm_limit=settings.norm_limit)
     else:
         stepper = AdaptiveStepper(sim.problem, type(sim.stepper), rtol=rtol, atol=atol,
                                   t_end=t_end, h0=min(settings.dt, t_end))
@@ -292,7 +298,10 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
         sim.advance(0)  # the deferred diagnostics of the state reported
         frames.append(sim.frame())
     traj = Trajectory.from_frames(settings, frames, sim)
-    if isinstance(stepper, ExplicitStepper):
+    if isinstance(stepper, ExponentialStepper):
+        traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,
+                      "method": stepper.method, "nfev": stepper.nfev}
+    elif isinstance(stepper, ExplicitStepper):
         # DOP853: 12 evaluations per attempted step, 3 to start (f(y₀) and two for the
         # first step's size)
         tried = max(0, stepper.nfev - 3) // 12

@@ -26,9 +26,11 @@ rule of ``e^{−λ(h−s)} β osc(dS/dt)``.
 Why a threshold on ``λ``: DOP853's stability interval on the negative real axis ends
 near ``−6``, so once ``λh`` would exceed that the relaxation, not the accuracy, limits its
 step (its cost then grows like ``λ t_end``); the exact logit step of the other branch
-(:mod:`dynamics.adaptive`) has no such limit. :data:`EXPLICIT_RATE` is where the two
-cost about the same at ``rtol = 1e-4`` on the benchmark problem (canonical, N = 8, d = 4,
-β = 1, t = 2; ms per run, load average ≈ 1.5, error ``max|X − X_ref|`` in brackets):
+(:mod:`dynamics.adaptive`) has no such limit, nor has the exponential Runge–Kutta method
+that now steps stiff canonical runs (:mod:`dynamics.exprk`). :data:`EXPLICIT_RATE` is where
+DOP853 and the step-doubled exact logit step (the table's "other branch") cost about
+the same at ``rtol = 1e-4`` on the benchmark problem (canonical, N = 8, d = 4, β = 1,
+t = 2; ms per run, load average ≈ 1.5, error ``max|X − X_ref|`` in brackets):
 
     γ = λ    DOP853 rtol 1e-4      1e-6        other branch 1e-4     1e-6
     1        4.4  (9e-7)     8.7  (3e-8)       31.5 (1e-7)     134  (2e-10)
@@ -145,13 +147,16 @@ def _hermite_tables(m: int):
 _TABLES = _hermite_tables(BOUND_NODES)
 
 
-def bound_steps(prob, B0, hs, ends0, ends1):
+def bound_steps(prob, B0, hs, ends0, ends1, smooth=math.inf):
     """The tracking bound after ``k`` consecutive steps of sizes ``hs`` (shape (k,)):
     ``B_j = e^{−λh_j} B_{j−1} + β ∫₀^{h_j} e^{−λ(h_j−s)} osc(dS/dt(s)) ds``, with ``X(s)``
     on each step the quintic Hermite interpolant of ``X, V = Ẋ, acc = Ẍ`` at its ends
     (``ends0``, ``ends1``: arrays of shape (k, 3, N, d) holding ``X, V, acc`` at the start
     and end of each step) and ``dS/dt = V M Xᵀ + X M Vᵀ``, by Simpson's rule on
-    :data:`BOUND_NODES` intervals, all steps in one batch. ``B0`` shape (N,); returns
+    :data:`BOUND_NODES` intervals, all steps in one batch. Steps with ``λh > smooth`` (the
+    exponential branch's: Simpson's rule cannot follow the kernel's spike of width
+    ``1/λ``) integrate ``e^{−λ(h−s)}`` exactly against the piecewise-linear interpolant of
+    ``osc`` on the same nodes (the exponential trapezoid rule). ``B0`` shape (N,); returns
     ``B_k``, shape (N,)."""
     values, slopes, tau, weights = _TABLES
     k, _, N, d = ends0.shape
@@ -163,7 +168,22 @@ def bound_steps(prob, B0, hs, ends0, ends1):
     S_dot += (Xs @ prob.M) @ Vs.swapaxes(-1, -2)
     osc = S_dot.max(axis=-1) - S_dot.min(axis=-1)  # (k, m + 1, N)
     lam = prob.relaxation_rate
-    w = (prob.beta * hs)[:, None] * weights * np.exp(-lam * hs[:, None] * (1.0 - tau))
+    decay = np.exp(-lam * hs[:, None] * (1.0 - tau))
+    w = (prob.beta * hs)[:, None] * weights * decay
+    spiky = lam * hs > smooth
+    if np.any(spiky):  # the kernel a spike at the step's end: its exact integral against
+        # the piecewise-linear interpolant of osc (exponential trapezoid rule, per interval
+        # of width δ: weights δ(φ₁(x) − χ), δχ, χ = ψ(x)/x, x = λδ)
+        delta = hs[spiky] / (len(tau) - 1)
+        x = lam * delta
+        em1 = np.expm1(-x)
+        chi = (1.0 + em1 / x) / x
+        w0, w1 = delta * (-em1 / x - chi), delta * chi
+        e = decay[spiky, 1:]
+        ws = np.zeros((len(delta), len(tau)))
+        ws[:, :-1] += w0[:, None] * e
+        ws[:, 1:] += w1[:, None] * e
+        w[spiky] = prob.beta * ws
     g = np.einsum("km,kmn->kn", w, osc)
     B = B0
     for decay, g_j in zip(np.exp(-lam * hs), g, strict=True):
@@ -225,6 +245,9 @@ class ExplicitStepper(Stepper):
     """
 
     order = 8
+    method = "DOP853"
+    #: steps with a larger ``λh`` take the exponential trapezoid rule in :func:`bound_steps`
+    bound_smooth = math.inf
 
     def __init__(self, problem, *, rtol: float, atol: float, t_end: float,
                  norm_limit: float = math.inf):
@@ -246,10 +269,16 @@ class ExplicitStepper(Stepper):
             self._field, self._nx = canonical_field(self.problem, N, d), N * d
         y0 = np.concatenate([st.X.ravel(), st.P.ravel(), st.Z.ravel(), [st.dissipated]])
         self._nfev_done += self.nfev_current
-        h = first_step(self._field, st.t, y0, self.t_end - st.t, self.rtol, self.atol)
+        h = first_step(self._field, st.t, y0, self.t_end - st.t, self.rtol, self.atol,
+                       order=self.order)
         self._nfev_done += 2
-        self._solver = DOP853(self._field, st.t, y0, self.t_end, rtol=self.rtol,
-                              atol=self.atol, first_step=h)
+        self._solver = self._new_solver(st.t, y0, h)
+
+    def _new_solver(self, t0, y0, h):
+        """The solver of a run from ``(t0, y0)``, first step ``h`` (a subclass may change
+        it: :class:`~dynamics.exprk.ExponentialStepper`)."""
+        return DOP853(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
+                      first_step=h)
 
     def step(self, st, carry, h):
         solver = self._solver
@@ -261,7 +290,7 @@ class ExplicitStepper(Stepper):
         t0, y0, f0 = solver.t, solver.y, solver.f
         message = solver.step()
         if solver.status == "failed":
-            raise FloatingPointError(f"DOP853 failed at t = {t0:.6g}: {message}")
+            raise FloatingPointError(f"{self.method} failed at t = {t0:.6g}: {message}")
         self._count += 1
         self.accepted += 1
         t1, y1, f1 = solver.t, solver.y, solver.f
@@ -285,7 +314,8 @@ class ExplicitStepper(Stepper):
         N, d = state.X.shape
         ends = np.stack(carry.ends).reshape(-1, 2, 3, N, d)
         ends[:, :, 2] /= prob.mass  # Ṗ/m
-        B = bound_steps(prob, carry.B, np.array(carry.hs), ends[:, 0], ends[:, 1])
+        B = bound_steps(prob, carry.B, np.array(carry.hs), ends[:, 0], ends[:, 1],
+                        self.bound_smooth)
         X, V = state.X, state.P / prob.mass
         XM = X @ prob.M
         S_dot = np.concatenate((V @ prob.M, XM), axis=1) @ np.concatenate((X, V), axis=1).T
