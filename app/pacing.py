@@ -49,6 +49,35 @@ DECREASE, INCREASE = 0.85, 0.03
 PROBE_EVERY = 0.1
 #: The lag acted on is the median of this many probes.
 LAG_WINDOW = 5
+#: Periods (ms) a session's periodic callback steps through as its cap falls (steps, so
+#: a cap moving a little does not restart the callback each time).
+PERIODS = (10, 20, 40, 80)
+
+
+def callback_period(cap: float, shortest: int = PERIODS[0]) -> int:
+    """Milliseconds between calls of a session's periodic callback sending ``cap``
+    frames/s: the longest of :data:`PERIODS` at most half the frame interval (a frame
+    then waits at most half an interval for its call), and at least ``shortest``.
+
+    A callback called every 10 ms while its session may send 5 frames/s returns at once
+    19 times in 20, and on a server shared by a class those calls alone take a core.
+
+    Parameters
+    ----------
+    cap : float
+        Frames per second the session may send (> 0).
+    shortest : int
+        The session's own period (ms; ``Playback.period``).
+
+    Returns
+    -------
+    int
+    """
+    if not cap > 0:
+        raise ValueError(f"frame cap must be > 0 frames/s, got {cap!r}")
+    half = 500.0 / cap
+    fitting = [p for p in PERIODS if p <= half]
+    return max(fitting[-1] if fitting else PERIODS[0], shortest)
 
 
 @dataclass

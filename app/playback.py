@@ -19,6 +19,7 @@ from types import MappingProxyType
 import numpy as np
 import panel as pn
 import param
+from panel.io.callbacks import PeriodicCallback
 
 from dynamics import DIVERGED, FAILED, RUNNING
 
@@ -110,14 +111,15 @@ class Playback(param.Parameterized):
         frame rate instead of building an ever-growing backlog of messages.
         """
         now = time.perf_counter()
-        # half a callback period of slack, so a 40 frames/s cap is not rounded down
-        # to the callback grid (10 ms period: 40 ms = 25 frames/s)
-        slack = self.period / 2000
         urgent = self._urgent  # a changed setting: one frame skips the cap and one
         # place of the in-flight limit, so it does not wait behind the frame rate
-        if (not urgent and self._callback is not None
-                and now - self._last_frame < 1.0 / self.frame_cap() - slack):
-            return
+        if not urgent and self._callback is not None:
+            cap = self.frame_cap()
+            period = self._fit_period(cap)
+            # half a callback period of slack, so a 40 frames/s cap is not rounded
+            # down to the callback grid (10 ms period: 40 ms = 25 frames/s)
+            if now - self._last_frame < 1.0 / cap - period / 2000:
+                return
         if self._flow_control:
             session = getattr(self._session_context, "session", None)
             if session is not None and session.connection_count == 0:
@@ -128,6 +130,18 @@ class Playback(param.Parameterized):
         self._urgent = False
         self._last_frame = now
         self.advance_frame()
+
+    def _fit_period(self, cap: float) -> int:
+        """Lengthen the server's periodic callback's period as the session's cap falls
+        (:func:`app.pacing.callback_period`); return the period now (ms)."""
+        cb = self._callback
+        current = getattr(cb, "period", self.period)
+        if not self._flow_control:
+            return current
+        period = pacing.callback_period(cap, self.period)
+        if period != current:
+            cb.period = period  # Panel restarts the callback with the new period
+        return period
 
     def frame_cap(self) -> float:
         """Most frames per second sent now: ``max_fps``, or on a server the adaptive
@@ -283,8 +297,14 @@ class Playback(param.Parameterized):
             self.heatmaps.attention.on_change("tags", self._on_ack)
             pn.state.on_session_destroyed(self._on_session_destroyed)
             server.install_closed_socket_filter()
-        self._callback = pn.state.add_periodic_callback(
-            self.tick, period=self.period, start=self.playing and self._shown)
+        # Panel's own periodic callback, but neither logged nor counted as "busy" at
+        # each call: both cost the server a few times the check of a tick that sends
+        # nothing (most calls), for every session (a line of log per call at the
+        # server's default log level, and Panel's busy state set and reset).
+        self._callback = PeriodicCallback(callback=self.tick, period=self.period,
+                                          log=False, background=True)
+        if self.playing and self._shown:
+            self._callback.start()
         server.register_session(self)
 
     @property
