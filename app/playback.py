@@ -294,7 +294,7 @@ class Playback(param.Parameterized):
             self._flow_control = True
             self._session_context = doc.session_context
             self._ack_time = time.perf_counter()
-            self.heatmaps.attention.on_change("tags", self._on_ack)
+            self.heatmaps.ack.on_change("tags", self._on_ack)
             pn.state.on_session_destroyed(self._on_session_destroyed)
             server.install_closed_socket_filter()
         # Panel's own periodic callback, but neither logged nor counted as "busy" at

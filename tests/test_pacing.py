@@ -152,3 +152,49 @@ def test_without_a_server_the_dashboard_cap_is_its_max_fps():
 
     dash = Dashboard(max_fps=17.0)
     assert dash.frame_cap() == 17.0
+
+
+@pytest.mark.parametrize("cap", [40.0, 30.0, 25.0, 20.0, 12.5, 12.0, 7.0, 5.0, 1.0])
+def test_callback_period_is_a_step_at_most_half_the_frame_interval(cap):
+    period = pacing.callback_period(cap)
+    assert period in pacing.PERIODS
+    interval_ms = 1000.0 / cap
+    if period > pacing.PERIODS[0]:
+        assert period <= interval_ms / 2  # a frame waits at most half an interval
+    longer = [p for p in pacing.PERIODS if p > period]
+    if longer:  # and it is the longest such step: the fewest calls that return at once
+        assert longer[0] > interval_ms / 2
+
+
+def test_callback_period_values_and_its_floor_and_bad_caps():
+    assert [pacing.callback_period(c) for c in (40.0, 25.0, 12.0, MIN_FPS)] == [10, 20, 40, 80]
+    assert pacing.callback_period(40.0, shortest=30) == 30  # the session's own period
+    assert pacing.callback_period(MIN_FPS, shortest=30) == 80
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match="frame cap"):
+            pacing.callback_period(bad)
+
+
+class _Callback:
+    """Stands for a server session's periodic callback (its period and state)."""
+
+    def __init__(self, period):
+        self.period, self.running = period, True
+
+
+def test_a_session_on_a_busy_server_lengthens_its_callback_period_and_recovers():
+    from app.dashboard import Dashboard
+
+    dash = Dashboard(playing=True)
+    dash._callback, dash._flow_control = _Callback(dash.period), True  # a page attached
+    gov = pacing.governor()
+    try:
+        gov.scale = 0.0  # the loop runs late: every cap at the floor
+        dash.tick()
+        assert dash.frame_cap() == MIN_FPS and dash._callback.period == 80
+        gov.scale = 1.0  # the load went away
+        dash.tick_ms = 0.0
+        dash.tick()
+        assert dash._callback.period == pacing.callback_period(dash.max_fps) == 10
+    finally:
+        gov.scale = 1.0
