@@ -138,7 +138,7 @@ class Playback(param.Parameterized):
         current = getattr(cb, "period", self.period)
         if not self._flow_control:
             return current
-        period = pacing.callback_period(cap, self.period)
+        period = pacing.callback_period(cap, self.period, current)
         if period != current:
             cb.period = period  # Panel restarts the callback with the new period
         return period

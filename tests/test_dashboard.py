@@ -305,7 +305,7 @@ class _Running:
 def test_a_setting_changed_while_playing_on_a_server_is_sent_at_once(dash):
     """On a server (flow control on) a changed setting's frame is computed and sent in
     the change's own handler, not at the periodic callback's next call (whose period
-    grows to 80 ms on a busy server)."""
+    grows to 100 ms on a busy server)."""
     dash.playing = True
     dash._callback, dash._flow_control = _Running(), True
     dash.tick()

@@ -155,21 +155,27 @@ def test_without_a_server_the_dashboard_cap_is_its_max_fps():
 
 
 @pytest.mark.parametrize("cap", [40.0, 30.0, 25.0, 20.0, 12.5, 12.0, 7.0, 5.0, 1.0])
-def test_callback_period_is_a_step_at_most_half_the_frame_interval(cap):
+def test_callback_period_is_half_the_frame_interval_in_whole_5_ms(cap):
     period = pacing.callback_period(cap)
-    assert period in pacing.PERIODS
-    interval_ms = 1000.0 / cap
-    if period > pacing.PERIODS[0]:
-        assert period <= interval_ms / 2  # a frame waits at most half an interval
-    longer = [p for p in pacing.PERIODS if p > period]
-    if longer:  # and it is the longest such step: the fewest calls that return at once
-        assert longer[0] > interval_ms / 2
+    interval = 1000.0 / cap
+    assert period % 5 == 0 and 10 <= period <= pacing.LONGEST_PERIOD
+    if 20 <= interval / 2 <= pacing.LONGEST_PERIOD:
+        assert interval / 2 - 5 < period <= interval / 2
+    # the frame gate (one interval less half a period of slack) is passed at the second
+    # call after a frame, not the third
+    assert 2 * period >= interval - period / 2 or period == pacing.LONGEST_PERIOD
 
 
-def test_callback_period_values_and_its_floor_and_bad_caps():
-    assert [pacing.callback_period(c) for c in (40.0, 25.0, 12.0, MIN_FPS)] == [10, 20, 40, 80]
+def test_callback_period_values_its_bounds_its_tolerance_and_bad_caps():
+    assert [pacing.callback_period(c) for c in (40.0, 25.0, 12.0, MIN_FPS, 1.0)] == [
+        10, 20, 40, 100, 100]
     assert pacing.callback_period(40.0, shortest=30) == 30  # the session's own period
-    assert pacing.callback_period(MIN_FPS, shortest=30) == 80
+    assert pacing.callback_period(MIN_FPS, shortest=30) == 100
+    # kept while the ideal is near it and it still fits half an interval ...
+    assert pacing.callback_period(5.5, current=100) == 90  # 100 > 90.9: no longer fits
+    assert pacing.callback_period(6.0, current=80) == 80  # ideal 80
+    assert pacing.callback_period(5.5, current=80) == 80  # ideal 90, within 25 %
+    assert pacing.callback_period(12.0, current=80) == 40  # far: changed
     for bad in (0.0, -1.0, math.nan):
         with pytest.raises(ValueError, match="frame cap"):
             pacing.callback_period(bad)
@@ -191,7 +197,7 @@ def test_a_session_on_a_busy_server_lengthens_its_callback_period_and_recovers()
     try:
         gov.scale = 0.0  # the loop runs late: every cap at the floor
         dash.tick()
-        assert dash.frame_cap() == MIN_FPS and dash._callback.period == 80
+        assert dash.frame_cap() == MIN_FPS and dash._callback.period == 100
         gov.scale = 1.0  # the load went away
         dash.tick_ms = 0.0
         dash.tick()
