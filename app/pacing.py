@@ -22,6 +22,10 @@ starve. Instead, each session lowers its own frame rate as the load grows:
   recover within seconds when the load goes away);
 * :data:`MIN_FPS`: no session is starved below it (each still moves visibly).
 
+A session's periodic callback is called every half frame interval of its cap
+(:func:`callback_period`, 10–100 ms), not every 10 ms: on a loaded server most calls
+would otherwise find nothing to send, and a class's worth of them takes a core.
+
 :class:`FrameGovernor` is the pure control law (no clock, no loop: tested on its own);
 :class:`LoopMonitor` probes the running loop's lag and feeds one governor per process
 (:func:`governor`).

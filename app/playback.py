@@ -107,8 +107,14 @@ class Playback(param.Parameterized):
         :mod:`app.pacing`).
 
         With a browser attached (flow control on), at most ``MAX_IN_FLIGHT`` frames
-        may be sent and not yet acknowledged by the page, so a slow browser lowers the
-        frame rate instead of building an ever-growing backlog of messages.
+        may be sent and not yet acknowledged by the page, which acknowledges a frame
+        once it has painted it (:data:`app.heatmaps.ACK_ON_PAINT`), so a slow browser
+        lowers the frame rate instead of building an ever-growing backlog of messages,
+        and a changed setting's frame waits behind at most those frames.
+
+        On a server the callback's period follows the cap (half a frame interval,
+        :func:`app.pacing.callback_period`), and a changed setting calls this at once
+        (:meth:`Dashboard._refresh`) rather than at the next call.
         """
         now = time.perf_counter()
         urgent = self._urgent  # a changed setting: one frame skips the cap and one
