@@ -119,6 +119,7 @@ class Playback(param.Parameterized):
         now = time.perf_counter()
         urgent = self._urgent  # a changed setting: one frame skips the cap and one
         # place of the in-flight limit, so it does not wait behind the frame rate
+        due = now
         if not urgent and self._callback is not None:
             cap = self.frame_cap()
             period = self._fit_period(cap)
@@ -126,6 +127,10 @@ class Playback(param.Parameterized):
             # down to the callback grid (10 ms period: 40 ms = 25 frames/s)
             if now - self._last_frame < 1.0 / cap - period / 2000:
                 return
+            # the frame counts as sent when it was due, one interval after the last,
+            # unless this call is over half an interval late: a loaded loop calls late,
+            # and each late call would otherwise push every later frame back
+            due = max(self._last_frame + 1.0 / cap, now - 0.5 / cap)
         if self._flow_control:
             session = getattr(self._session_context, "session", None)
             if session is not None and session.connection_count == 0:
@@ -134,7 +139,7 @@ class Playback(param.Parameterized):
             if behind > MAX_IN_FLIGHT + urgent and now - self._ack_time < ACK_TIMEOUT:
                 return
         self._urgent = False
-        self._last_frame = now
+        self._last_frame = due
         self.advance_frame()
 
     def _fit_period(self, cap: float) -> int:

@@ -204,3 +204,31 @@ def test_a_session_on_a_busy_server_lengthens_its_callback_period_and_recovers()
         assert dash._callback.period == pacing.callback_period(dash.max_fps) == 10
     finally:
         gov.scale = 1.0
+
+
+def test_late_calls_do_not_lower_a_capped_sessions_frame_rate(monkeypatch):
+    """At the 5 frames/s floor (period 100 ms) on a loop whose calls come 40 ms late
+    (its lag), a frame counts from when it was due, not from the late call: 5 frames/s,
+    not the 3.6 of every second call (one frame per 280 ms)."""
+    from app import playback
+    from app.dashboard import Dashboard
+
+    dash = Dashboard(playing=True)
+    dash._callback, dash._flow_control = _Callback(dash.period), True
+    dash.advance_frame = lambda: setattr(dash, "_frame_id", dash._frame_id + 1)
+    gov = pacing.governor()
+    clock = [1000.0]
+    monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])
+    try:
+        gov.scale = 0.0
+        dash.tick()  # the period follows the floor's cap: 100 ms
+        assert dash._callback.period == 100
+        sent = dash._frame_id
+        for _ in range(100):  # 14 s of calls, each 40 ms late
+            clock[0] += 0.140
+            dash._acked = dash._frame_id  # the page keeps up
+            dash.tick()
+        fps = (dash._frame_id - sent) / (100 * 0.140)
+        assert MIN_FPS * 0.95 <= fps <= MIN_FPS * 1.05, fps
+    finally:
+        gov.scale = 1.0
