@@ -183,6 +183,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         once, while playing at the next tick (without waiting for the frame cap)."""
         if self.playing:
             self._urgent = True
+            if self._flow_control and getattr(self._callback, "running", False):
+                self.tick()  # a page's change: its frame now, not at the callback's next call
             return
         if not self._ready or self.sim.status != RUNNING:
             return

@@ -42,6 +42,35 @@ SCALES = ("fixed 0–1", "automatic", "logarithmic")
 LOG_FLOOR = 1e-12
 
 
+#: Name of the model whose ``tags`` the page sets to the id of the last frame it painted.
+ACK_NAME = "frame_ack"
+#: Page script run when the attention map's data changes: acknowledge the frame (echo
+#: its id in the ``tags`` of the model named :data:`ACK_NAME`) once the plot has painted
+#: it, so the frames the server lets in flight are frames not yet *shown*, not merely
+#: not yet received: a page that receives faster than it paints no longer queues frames
+#: it never shows, and a changed setting's frame waits behind at most the frames in
+#: flight. A plot that is not
+#: displayed (another tab, projector mode) or a hidden page (no paints) acknowledges at
+#: once. The plot's view is looked up once and again only when it was rebuilt.
+ACK_ON_PAINT = """
+const f = source.data.frame;
+if (!f) return;
+const id = f[0];
+let view = source._ack_view;
+if (view == null || view.is_destroyed) {
+  view = source._ack_view = (window.Bokeh && Bokeh.index) ? Bokeh.index.find_one(plot) : null;
+  if (view != null) {
+    view.repainted.connect(() => {
+      const pending = source._ack_pending;
+      if (pending != null) { source._ack_pending = null; ack.tags = [pending]; }
+    });
+  }
+}
+if (view == null || !view.is_displayed || document.hidden) { ack.tags = [id]; return; }
+source._ack_pending = id;
+"""
+
+
 def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
     """``log(A/A*)`` entrywise, finite even where an entry underflowed to 0."""
     return np.log(np.maximum(A, _TINY)) - np.log(np.maximum(A_star, _TINY))
@@ -135,12 +164,15 @@ class Heatmaps(pn.viewable.Viewer):
         self.fig_ratio, self.ratio = _figure(
             "Lag log(A/A*)", self.ratio_mapper, n_tokens, "log(A/A*)", self.ratio_bar_mapper)
         self.figures = (self.fig_attention, self.fig_softmax, self.fig_ratio)
-        # The page acknowledges each frame it receives by echoing its id in ``tags``
-        # (the dashboard's flow control, see ``Dashboard.tick``).
+        # The page acknowledges each frame once it has painted it, by echoing its id in
+        # the ``tags`` of :attr:`ack` (the dashboard's flow control, see
+        # ``Playback.tick``): a model no plot draws (a change of the image's own source
+        # would make BokehJS prepare the image again and repaint its plot).
         self.attention.data["frame"] = [0]
+        self.ack = ColumnDataSource(data={}, name=ACK_NAME)
         self.attention.js_on_change("data", CustomJS(
-            args={"source": self.attention},
-            code="const f = source.data.frame; if (f) source.tags = [f[0]];"))
+            args={"source": self.attention, "ack": self.ack, "plot": self.fig_attention},
+            code=ACK_ON_PAINT))
         self.sources = (self.attention, self.softmax, self.ratio)
 
     def set_model(self, model: str) -> None:

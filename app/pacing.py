@@ -22,6 +22,10 @@ starve. Instead, each session lowers its own frame rate as the load grows:
   recover within seconds when the load goes away);
 * :data:`MIN_FPS`: no session is starved below it (each still moves visibly).
 
+A session's periodic callback is called every half frame interval of its cap
+(:func:`callback_period`, 10–100 ms), not every 10 ms: on a loaded server most calls
+would otherwise find nothing to send, and a class's worth of them takes a core.
+
 :class:`FrameGovernor` is the pure control law (no clock, no loop: tested on its own);
 :class:`LoopMonitor` probes the running loop's lag and feeds one governor per process
 (:func:`governor`).
@@ -49,6 +53,45 @@ DECREASE, INCREASE = 0.85, 0.03
 PROBE_EVERY = 0.1
 #: The lag acted on is the median of this many probes.
 LAG_WINDOW = 5
+#: Longest period (ms) of a session's periodic callback (at the 5 frames/s floor: two
+#: calls per frame).
+LONGEST_PERIOD = 100
+#: Relative change of the ideal period below which the callback keeps its period (each
+#: change restarts it).
+PERIOD_TOLERANCE = 0.25
+
+
+def callback_period(cap: float, shortest: int = 10, current: int | None = None) -> int:
+    """Milliseconds between calls of a session's periodic callback sending ``cap``
+    frames/s: half the frame interval (a frame then waits at most half an interval for
+    its call, and an interval is two calls, so no frame slips to a third), in whole 5 ms,
+    between ``shortest`` and :data:`LONGEST_PERIOD`; ``current`` is kept while the
+    ideal period is within :data:`PERIOD_TOLERANCE` of it and at most half the interval.
+
+    A callback called every 10 ms while its session may send 5 frames/s returns at once
+    19 times in 20, and on a server shared by a class those calls alone take a core.
+
+    Parameters
+    ----------
+    cap : float
+        Frames per second the session may send (> 0).
+    shortest : int
+        The session's own period (ms; ``Playback.period``).
+    current : int, optional
+        The callback's period now (ms).
+
+    Returns
+    -------
+    int
+    """
+    if not cap > 0:
+        raise ValueError(f"frame cap must be > 0 frames/s, got {cap!r}")
+    half = 500.0 / cap
+    ideal = min(max(5 * int(half // 5), shortest), max(LONGEST_PERIOD, shortest))
+    if (current is not None and abs(ideal - current) <= PERIOD_TOLERANCE * current
+            and (current <= half or current == shortest)):
+        return current
+    return ideal
 
 
 @dataclass

@@ -19,6 +19,7 @@ from types import MappingProxyType
 import numpy as np
 import panel as pn
 import param
+from panel.io.callbacks import PeriodicCallback
 
 from dynamics import DIVERGED, FAILED, RUNNING
 
@@ -106,18 +107,30 @@ class Playback(param.Parameterized):
         :mod:`app.pacing`).
 
         With a browser attached (flow control on), at most ``MAX_IN_FLIGHT`` frames
-        may be sent and not yet acknowledged by the page, so a slow browser lowers the
-        frame rate instead of building an ever-growing backlog of messages.
+        may be sent and not yet acknowledged by the page, which acknowledges a frame
+        once it has painted it (:data:`app.heatmaps.ACK_ON_PAINT`), so a slow browser
+        lowers the frame rate instead of building an ever-growing backlog of messages,
+        and a changed setting's frame waits behind at most those frames.
+
+        On a server the callback's period follows the cap (half a frame interval,
+        :func:`app.pacing.callback_period`), and a changed setting calls this at once
+        (:meth:`Dashboard._refresh`) rather than at the next call.
         """
         now = time.perf_counter()
-        # half a callback period of slack, so a 40 frames/s cap is not rounded down
-        # to the callback grid (10 ms period: 40 ms = 25 frames/s)
-        slack = self.period / 2000
         urgent = self._urgent  # a changed setting: one frame skips the cap and one
         # place of the in-flight limit, so it does not wait behind the frame rate
-        if (not urgent and self._callback is not None
-                and now - self._last_frame < 1.0 / self.frame_cap() - slack):
-            return
+        due = now
+        if not urgent and self._callback is not None:
+            cap = self.frame_cap()
+            period = self._fit_period(cap)
+            # half a callback period of slack, so a 40 frames/s cap is not rounded
+            # down to the callback grid (10 ms period: 40 ms = 25 frames/s)
+            if now - self._last_frame < 1.0 / cap - period / 2000:
+                return
+            # the frame counts as sent when it was due, one interval after the last,
+            # unless this call is over half an interval late: a loaded loop calls late,
+            # and each late call would otherwise push every later frame back
+            due = max(self._last_frame + 1.0 / cap, now - 0.5 / cap)
         if self._flow_control:
             session = getattr(self._session_context, "session", None)
             if session is not None and session.connection_count == 0:
@@ -126,8 +139,20 @@ class Playback(param.Parameterized):
             if behind > MAX_IN_FLIGHT + urgent and now - self._ack_time < ACK_TIMEOUT:
                 return
         self._urgent = False
-        self._last_frame = now
+        self._last_frame = due
         self.advance_frame()
+
+    def _fit_period(self, cap: float) -> int:
+        """Lengthen the server's periodic callback's period as the session's cap falls
+        (:func:`app.pacing.callback_period`); return the period now (ms)."""
+        cb = self._callback
+        current = getattr(cb, "period", self.period)
+        if not self._flow_control:
+            return current
+        period = pacing.callback_period(cap, self.period, current)
+        if period != current:
+            cb.period = period  # Panel restarts the callback with the new period
+        return period
 
     def frame_cap(self) -> float:
         """Most frames per second sent now: ``max_fps``, or on a server the adaptive
@@ -280,11 +305,17 @@ class Playback(param.Parameterized):
             self._flow_control = True
             self._session_context = doc.session_context
             self._ack_time = time.perf_counter()
-            self.heatmaps.attention.on_change("tags", self._on_ack)
+            self.heatmaps.ack.on_change("tags", self._on_ack)
             pn.state.on_session_destroyed(self._on_session_destroyed)
             server.install_closed_socket_filter()
-        self._callback = pn.state.add_periodic_callback(
-            self.tick, period=self.period, start=self.playing and self._shown)
+        # Panel's own periodic callback, but neither logged nor counted as "busy" at
+        # each call: both cost the server a few times the check of a tick that sends
+        # nothing (most calls), for every session (a line of log per call at the
+        # server's default log level, and Panel's busy state set and reset).
+        self._callback = PeriodicCallback(callback=self.tick, period=self.period,
+                                          log=False, background=True)
+        if self.playing and self._shown:
+            self._callback.start()
         server.register_session(self)
 
     @property

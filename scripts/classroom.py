@@ -20,11 +20,12 @@ but runs no BokehJS. They do what the page does that the server depends on:
 * send the ``document_ready`` event a browser sends once the page is shown (the
   dashboard starts its periodic callback on it);
 * acknowledge every frame. The page does so with a ``CustomJS`` callback on the attention
-  heatmap's source (``app/heatmaps.py``): when its ``data`` changes, it sets
-  ``source.tags = [source.data.frame[0]]``, which Bokeh sends back to the server, where
-  ``Playback._on_ack`` counts the frame as delivered (flow control, ``MAX_IN_FLIGHT``).
-  A client session does the same from Python: ``source.on_change("data", ...)`` on its
-  copy of that source, setting ``source.tags`` to the frame id it received — sent to the
+  heatmap's source (``app/heatmaps.py``, ``ACK_ON_PAINT``): once the plot has painted a
+  new frame, it sets ``ack.tags = [frame id]`` on a model named ``frame_ack``, which
+  Bokeh sends back to the server, where ``Playback._on_ack`` counts the frame as shown
+  (flow control, ``MAX_IN_FLIGHT``). A client session, which paints nothing, does the
+  same from Python when a frame arrives: ``source.on_change("data", ...)`` on its copy
+  of that source, setting the ``tags`` of its copy of ``frame_ack`` — sent to the
   server as the page's change would be. Without it, a session would be limited to one
   frame per ``ACK_TIMEOUT``.
 
@@ -84,6 +85,7 @@ class ClientPage:
         from bokeh.models import ColumnDataSource
 
         import app.dashboard  # noqa: F401
+        from app.heatmaps import ACK_NAME
 
         self.times: list[float] = []
         self.status = ""
@@ -99,11 +101,13 @@ class ClientPage:
         source = next(m for m in doc.models if isinstance(m, ColumnDataSource)
                       and "image" in m.data and "frame" in m.data)
 
+        ack = doc.select_one({"name": ACK_NAME})
+
         def acknowledge(attr, old, new):  # what the page's CustomJS does
             frame = new.get("frame")
             if frame is not None and len(frame):
                 self.times.append(time.monotonic())
-                source.tags = [int(frame[0])]
+                ack.tags = [int(frame[0])]
 
         source.on_change("data", acknowledge)
         for model in doc.models:

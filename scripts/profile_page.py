@@ -19,6 +19,7 @@ import collections
 import tempfile
 from pathlib import Path
 
+from bench_browser import _viewport
 from serving import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, served
 
 #: Wraps paint and layout check of every plot view; returns the totals after ``ms``.
@@ -81,6 +82,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--n-tokens", type=int, default=64)
     parser.add_argument("--dim", type=int, default=16)
+    parser.add_argument("--viewport", type=_viewport, default=VIEWPORT, metavar="WxH",
+                        help="page size, e.g. 1280x720")
     parser.add_argument("--cpu-profile", action="store_true",
                         help="also record the page's JavaScript CPU profile")
     args = parser.parse_args(argv)
@@ -89,7 +92,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp, served(Path(tmp) / "panel.log") as server:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport=VIEWPORT)
+            page = browser.new_page(viewport=args.viewport)
             page.goto(f"{server.url}?n_tokens={args.n_tokens}&dim={args.dim}")
             page.wait_for_selector(".bk-Canvas", timeout=60000)
             page.wait_for_timeout(3000)

@@ -294,3 +294,43 @@ def test_setting_changed_while_playing_is_sent_at_the_next_tick(dash):
     dash.settings.beta = 3.5  # now MAX_IN_FLIGHT + 2 behind: even a change waits
     dash.tick()
     assert dash._frame_id == sent + 2
+
+
+class _Running:
+    """Stands for a server session's running periodic callback."""
+
+    running, period = True, 10
+
+
+def test_a_setting_changed_while_playing_on_a_server_is_sent_at_once(dash):
+    """On a server (flow control on) a changed setting's frame is computed and sent in
+    the change's own handler, not at the periodic callback's next call (whose period
+    grows to 100 ms on a busy server)."""
+    dash.playing = True
+    dash._callback, dash._flow_control = _Running(), True
+    dash.tick()
+    sent = dash._frame_id
+    dash._acked = sent
+    dash.settings.beta = 2.5  # no tick called: the change alone sends the frame
+    assert dash._frame_id == sent + 1
+    assert dash.heatmaps.softmax.data["beta"][0] == 2.5
+    assert not dash._urgent  # used up: the next tick keeps to the cap
+    dash.tick()
+    assert dash._frame_id == sent + 1
+    dash._callback = object()  # not running (paused by another tab): no frame at once
+    dash.settings.beta = 3.0
+    assert dash._frame_id == sent + 1 and dash._urgent
+
+
+def test_the_page_acknowledges_on_a_model_no_plot_draws(dash):
+    """The ack goes to its own model (the attention image's source changing would make
+    the page prepare and paint the image again), named for the client sessions."""
+    from app.heatmaps import ACK_NAME
+
+    h = dash.heatmaps
+    assert h.ack.name == ACK_NAME and h.ack.data == {}
+    drawn = {r.data_source for f in h.figures for r in f.renderers}
+    assert h.ack not in drawn and h.attention in drawn
+    (callback,) = h.attention.js_property_callbacks["change:data"]
+    assert callback.args["ack"] is h.ack and "ack.tags = [" in callback.code
+    assert "source.tags" not in callback.code

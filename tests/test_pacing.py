@@ -152,3 +152,83 @@ def test_without_a_server_the_dashboard_cap_is_its_max_fps():
 
     dash = Dashboard(max_fps=17.0)
     assert dash.frame_cap() == 17.0
+
+
+@pytest.mark.parametrize("cap", [40.0, 30.0, 25.0, 20.0, 12.5, 12.0, 7.0, 5.0, 1.0])
+def test_callback_period_is_half_the_frame_interval_in_whole_5_ms(cap):
+    period = pacing.callback_period(cap)
+    interval = 1000.0 / cap
+    assert period % 5 == 0 and 10 <= period <= pacing.LONGEST_PERIOD
+    if 20 <= interval / 2 <= pacing.LONGEST_PERIOD:
+        assert interval / 2 - 5 < period <= interval / 2
+    # the frame gate (one interval less half a period of slack) is passed at the second
+    # call after a frame, not the third
+    assert 2 * period >= interval - period / 2 or period == pacing.LONGEST_PERIOD
+
+
+def test_callback_period_values_its_bounds_its_tolerance_and_bad_caps():
+    assert [pacing.callback_period(c) for c in (40.0, 25.0, 12.0, MIN_FPS, 1.0)] == [
+        10, 20, 40, 100, 100]
+    assert pacing.callback_period(40.0, shortest=30) == 30  # the session's own period
+    assert pacing.callback_period(MIN_FPS, shortest=30) == 100
+    # kept while the ideal is near it and it still fits half an interval ...
+    assert pacing.callback_period(5.5, current=100) == 90  # 100 > 90.9: no longer fits
+    assert pacing.callback_period(6.0, current=80) == 80  # ideal 80
+    assert pacing.callback_period(5.5, current=80) == 80  # ideal 90, within 25 %
+    assert pacing.callback_period(12.0, current=80) == 40  # far: changed
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match="frame cap"):
+            pacing.callback_period(bad)
+
+
+class _Callback:
+    """Stands for a server session's periodic callback (its period and state)."""
+
+    def __init__(self, period):
+        self.period, self.running = period, True
+
+
+def test_a_session_on_a_busy_server_lengthens_its_callback_period_and_recovers():
+    from app.dashboard import Dashboard
+
+    dash = Dashboard(playing=True)
+    dash._callback, dash._flow_control = _Callback(dash.period), True  # a page attached
+    gov = pacing.governor()
+    try:
+        gov.scale = 0.0  # the loop runs late: every cap at the floor
+        dash.tick()
+        assert dash.frame_cap() == MIN_FPS and dash._callback.period == 100
+        gov.scale = 1.0  # the load went away
+        dash.tick_ms = 0.0
+        dash.tick()
+        assert dash._callback.period == pacing.callback_period(dash.max_fps) == 10
+    finally:
+        gov.scale = 1.0
+
+
+def test_late_calls_do_not_lower_a_capped_sessions_frame_rate(monkeypatch):
+    """At the 5 frames/s floor (period 100 ms) on a loop whose calls come 40 ms late
+    (its lag), a frame counts from when it was due, not from the late call: 5 frames/s,
+    not the 3.6 of every second call (one frame per 280 ms)."""
+    from app import playback
+    from app.dashboard import Dashboard
+
+    dash = Dashboard(playing=True)
+    dash._callback, dash._flow_control = _Callback(dash.period), True
+    dash.advance_frame = lambda: setattr(dash, "_frame_id", dash._frame_id + 1)
+    gov = pacing.governor()
+    clock = [1000.0]
+    monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])
+    try:
+        gov.scale = 0.0
+        dash.tick()  # the period follows the floor's cap: 100 ms
+        assert dash._callback.period == 100
+        sent = dash._frame_id
+        for _ in range(100):  # 14 s of calls, each 40 ms late
+            clock[0] += 0.140
+            dash._acked = dash._frame_id  # the page keeps up
+            dash.tick()
+        fps = (dash._frame_id - sent) / (100 * 0.140)
+        assert MIN_FPS * 0.95 <= fps <= MIN_FPS * 1.05, fps
+    finally:
+        gov.scale = 1.0

@@ -177,3 +177,48 @@ def test_equations_link_opens_the_theory_page_at_the_model(page, server, console
     page.wait_for_function(f"() => {{ const s = ({THEORY_STATE})('value_matching'); "
                            "return s.top >= -2 && s.top < s.height / 2; }", timeout=15000)
     assert console_errors == []
+
+
+#: Over ``ms``: the attention plot's repaints, the frames it received, and every
+#: acknowledgement the page sent (the ``frame_ack`` model's tags) with the frame the
+#: attention source held and the repaints done at that moment.
+ACKS = """
+async (ms) => {
+  const doc = Bokeh.documents[0];
+  const models = [...doc._all_models.values()];
+  const source = models.find(m => m.data instanceof Object && "image" in m.data
+                             && "frame" in m.data);
+  const ack = models.find(m => m.name === "frame_ack");
+  const plot = models.find(m => m.renderers && m.renderers.some(r => r.data_source === source));
+  const view = Bokeh.index.find_one(plot);
+  const out = {paints: 0, frames: 0, acks: []};
+  const painted = () => { out.paints += 1; };
+  const received = () => { out.frames += 1; };
+  const acked = () => { out.acks.push([ack.tags[0], source.data.frame[0], out.paints]); };
+  view.repainted.connect(painted);
+  source.properties.data.change.connect(received);
+  ack.properties.tags.change.connect(acked);
+  await new Promise(r => setTimeout(r, ms));
+  view.repainted.disconnect(painted);
+  source.properties.data.change.disconnect(received);
+  ack.properties.tags.change.disconnect(acked);
+  return out;
+}
+"""
+
+
+def test_frames_are_acknowledged_once_painted(page, server, console_errors):
+    """The page acknowledges a frame after its plot painted it (flow control counts
+    frames not yet shown), on a model of its own: no more acks than repaints, each the
+    frame the map shows, and frames keep coming (the server sees the acks)."""
+    _open(page, server, "?n_tokens=16")
+    page.wait_for_timeout(1000)
+    out = page.evaluate(ACKS, 3000)
+    assert out["frames"] >= 10, out
+    assert 5 <= len(out["acks"]) <= out["paints"], out
+    # an ack only follows a repaint (the acks' repaint counts are each at least one
+    # more than the previous ack's) and names the frame shown
+    counts = [n for _, _, n in out["acks"]]
+    assert all(b > a for a, b in zip(counts, counts[1:], strict=False)), out
+    assert all(acked == shown for acked, shown, _ in out["acks"]), out
+    assert console_errors == []
