@@ -110,6 +110,9 @@ class CanonicalBatch:
         if any(not isinstance(sim.stepper, TrackedEtdVerlet) for sim in self.sims):
             raise ValueError("CanonicalBatch steps runs of the canonical model only")
         probs = [sim.problem for sim in self.sims]
+        if any(p.fixed for p in probs):
+            raise ValueError("CanonicalBatch does not pin fixed feature coordinates: a real "
+                             "head (weights='minilm') runs alone")
         states = [sim.state for sim in self.sims]
         self.h = h = settings[0].dt
 

@@ -106,6 +106,8 @@ def test_real_heads_run_one_by_one_and_keep_their_constant_column():
         assert np.array_equal(traj.features[:, :, -1], traj.features[:1, :, -1].repeat(
             len(traj.times), axis=0))
         _assert_same(traj, simulate(s, 0.1, every=5))
+    with pytest.raises(ValueError, match="weights='minilm'"):
+        CanonicalBatch(runs)
 
 
 @pytest.mark.parametrize("name, other", [("n_tokens", 5), ("dim", 3), ("dt", 0.02)])
