@@ -14,8 +14,9 @@ as arrays of the floats a single run computes). ``tests/test_batch.py`` checks i
 
 Which runs are stepped together: the canonical model
 (:class:`~dynamics.steppers.etd_verlet.TrackedEtdVerlet`) on its plain branch,
-``λ dt ≤ STIFF_LAMBDA_H`` (0.05), without logit noise. Every other run of the list —
-other models, stiff steps, stochastic logits — is run by ``simulate`` one by one (the
+``λ dt ≤ STIFF_LAMBDA_H`` (0.05), without logit noise, on seeded weights. Every other
+run of the list — other models, stiff steps, stochastic logits, real heads — is run by
+``simulate`` one by one (the
 same results, without the speed-up). A batch shares ``t_end`` and ``every``; its runs
 must share ``n_tokens``, ``dim`` and ``dt`` (a ``ValueError`` names what differs). A step
 that raises a floating point error for some run is taken again one run at a time by the
@@ -84,8 +85,10 @@ def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1) -> list[T
 
 def batchable(s: Settings) -> bool:
     """Whether a run is stepped together with others by :func:`simulate_batch` (the
-    others run alone, through :func:`~dynamics.trajectory.simulate`)."""
-    return (s.model in BATCHED_MODELS and s.logit_noise == 0.0
+    others run alone, through :func:`~dynamics.trajectory.simulate`). Real heads
+    (``weights`` not ``"seed"``) run alone: their constant feature column is pinned,
+    which the batch's plain step does not do."""
+    return (s.model in BATCHED_MODELS and s.weights == "seed" and s.logit_noise == 0.0
             and s.gamma / s.beta * s.dt <= STIFF_LAMBDA_H)
 
 
@@ -107,6 +110,9 @@ class CanonicalBatch:
         if any(not isinstance(sim.stepper, TrackedEtdVerlet) for sim in self.sims):
             raise ValueError("CanonicalBatch steps runs of the canonical model only")
         probs = [sim.problem for sim in self.sims]
+        if any(p.fixed for p in probs):
+            raise ValueError("CanonicalBatch does not pin fixed feature coordinates: a real "
+                             "head (weights='minilm') runs alone")
         states = [sim.state for sim in self.sims]
         self.h = h = settings[0].dt
 

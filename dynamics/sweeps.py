@@ -92,6 +92,10 @@ CACHE_ENV = "ATTENTION_DYNAMICS_CACHE"
 #: to even out the workers, few enough for the scheduling to stay a small cost.
 TASKS_PER_THREAD = 4
 
+#: Most runs of a task stepped together by one ``simulate_batch`` call (their
+#: trajectories are held at once: a task may have hundreds of points).
+BATCH_RUNS = 16
+
 #: ``LocalCluster`` options of an embedded cluster: no dashboard, and the scheduler's small
 #: HTTP server (health, metrics) on a free port rather than 8787.
 QUIET_CLUSTER = {"dashboard_address": None, "scheduler_kwargs": {"dashboard_address": ":0"}}
@@ -390,7 +394,8 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
     """Run a batch of points (one dask task): ``[(index, run_point(...)), …]``.
 
     Points whose runs :func:`~dynamics.batch.simulate_batch` steps together (grouped by
-    the sizes and step they must share) are run that way; its trajectories equal those
+    the sizes and step they must share, at most :data:`BATCH_RUNS` at a time) are run
+    that way; its trajectories equal those
     of ``simulate``, so the results are :func:`run_point`'s. A group whose batched run
     raises is run point by point, where each error is recorded with its point.
     """
@@ -405,23 +410,28 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
         if batchable(settings):
             groups.setdefault((settings.n_tokens, settings.dim, settings.dt), []).append(
                 (k, settings))
-    ready: dict[int, Trajectory] = {}
+    results: dict[int, dict] = {}
     for members in groups.values():
-        if len(members) < 2:
-            continue
-        try:
-            runs = simulate_batch([s for _, s in members], t_end, every)
-        except Exception:
-            continue
-        ready.update({k: traj for (k, _), traj in zip(members, runs, strict=True)})
+        # at most BATCH_RUNS trajectories held at once, each measured as it is taken
+        for start in range(0, len(members), BATCH_RUNS):
+            chunk = members[start:start + BATCH_RUNS]
+            if len(chunk) < 2:
+                continue
+            try:
+                runs = simulate_batch([s for _, s in chunk], t_end, every)
+            except Exception:
+                continue
+            for (k, _), trajectory in zip(chunk, runs, strict=True):
+                results[k] = _measure(batch[k][1], metrics,
+                                      lambda settings, t=trajectory: t)
+            del runs
 
-    def trajectory_of(k):
-        if k in ready:
-            return lambda settings: ready.pop(k)
-        return lambda settings: simulate(settings, t_end=t_end, every=every)
+    def measured(k, values):
+        if k in results:
+            return results.pop(k)
+        return _measure(values, metrics, lambda s: simulate(s, t_end=t_end, every=every))
 
-    return [(index, _measure(values, metrics, trajectory_of(k)))
-            for k, (index, values) in enumerate(batch)]
+    return [(index, measured(k, values)) for k, (index, values) in enumerate(batch)]
 
 
 def split(points: Sequence, threads: int, batch_size: int | None = None) -> list[list]:

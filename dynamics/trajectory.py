@@ -148,9 +148,11 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         only the first step tried): each step's local error stays within
         ``atol + rtol·|y|`` (``atol`` defaults to ``rtol/100``), measured as
         ``solve_ivp`` measures its own: DOP853 on the whole system for a canonical run
-        whose relaxation is not stiff (:mod:`dynamics.explicit`), else a fourth-order
-        composition of the model's step where that step is symmetric
-        (:mod:`dynamics.adaptive`). Frames come every
+        whose relaxation is not stiff (:mod:`dynamics.explicit`), an exponential
+        Runge–Kutta method of stiff order 4 for a stiff one (:mod:`dynamics.exprk`;
+        its ``∫D`` comes from the energy balance, so ``energy_residual`` checks nothing
+        there), else a fourth-order composition of the model's step where that step is
+        symmetric (:mod:`dynamics.adaptive`). Frames come every
         ``every`` steps, at uneven times; the trajectory's ``steps`` attribute counts the
         steps kept and rejected and names the ``method``.
     arrays : dict, optional

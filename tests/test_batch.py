@@ -96,6 +96,20 @@ def test_other_models_and_stiff_runs_run_one_by_one_with_the_same_results():
         _assert_same(traj, simulate(s, 0.2, every=4))
 
 
+def test_real_heads_run_one_by_one_and_keep_their_constant_column():
+    """A real head (``weights="minilm"``) pins its constant last feature coordinate;
+    the batch's plain step does not pin, so such runs must run alone (a batch of two
+    heads had moved that column by 1.7 by t = 1 and changed every diagnostic)."""
+    runs = [Settings(model="canonical", weights="minilm", head=h) for h in (0, 1)]
+    assert not any(batchable(s) for s in runs)
+    for s, traj in zip(runs, simulate_batch(runs, t_end=0.1, every=5), strict=True):
+        assert np.array_equal(traj.features[:, :, -1], traj.features[:1, :, -1].repeat(
+            len(traj.times), axis=0))
+        _assert_same(traj, simulate(s, 0.1, every=5))
+    with pytest.raises(ValueError, match="weights='minilm'"):
+        CanonicalBatch(runs)
+
+
 @pytest.mark.parametrize("name, other", [("n_tokens", 5), ("dim", 3), ("dt", 0.02)])
 def test_a_batch_must_share_shapes_and_dt(name, other):
     runs = [Settings(model="canonical"), Settings(model="canonical", **{name: other})]

@@ -227,11 +227,17 @@ def test_result_does_not_depend_on_workers_or_batching(client):
         xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=one), reference)
 
 
-def test_a_task_steps_its_canonical_points_together_with_run_point_s_results(monkeypatch):
-    """``run_batch`` (one task) runs its canonical points through ``simulate_batch`` and
+@pytest.mark.parametrize("most, calls", [(16, [5]), (2, [2, 2])])
+def test_a_task_steps_its_canonical_points_together_with_run_point_s_results(
+        monkeypatch, most, calls):
+    """``run_batch`` (one task) runs its canonical points through ``simulate_batch``, at
+    most ``BATCH_RUNS`` at a time (a task's trajectories are not all held at once), and
     gives exactly ``run_point``'s results: stiff points (run alone), a point that
     diverges, one whose settings are refused, and one of another size among them."""
     import dynamics.batch
+    import dynamics.sweeps
+
+    monkeypatch.setattr(dynamics.sweeps, "BATCH_RUNS", most)
     from dynamics.sweeps import run_batch, run_point
 
     base = Settings(model="canonical", n_tokens=4, dim=2, dt=0.02).values()
@@ -248,7 +254,8 @@ def test_a_task_steps_its_canonical_points_together_with_run_point_s_results(mon
     metrics = ["kl_mean", "kl_final", "kl_ratio_max", "lag_amplitude", "dissipated",
                "energy_residual_max", "diverged_at"]
     results = run_batch(batch, T_END, metrics)
-    assert batched == [5]  # the four grid points and the diverging one, in one batch
+    assert batched == calls  # the four grid points and the diverging one (a last one
+    # alone runs through simulate)
     assert [index for index, _ in results] == [(k,) for k in range(len(points))]
     for (_, got), values in zip(results, points, strict=True):
         expected = run_point(values, T_END, metrics)
