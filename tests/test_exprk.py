@@ -152,6 +152,11 @@ def test_simulate_rtol_diagnostics_against_the_tight_reference(gamma, beta, init
     print(gamma, beta, init, run.steps, errors)
     assert errors["X"] < (1e-7 if init == "softmax" else 1e-6)
     assert errors["dissipated"] < 1e-7 and errors["hamiltonian"] < 1e-7
+    # and relative to ∫D itself, at the level the balance reaches (measured 3.3e-8 … 2.0e-6
+    # over these six cases;
+    # not rtol: a difference of two H's that are each accurate to rtol)
+    own = abs(d["dissipated"] - ref["dissipated"]) / abs(ref["dissipated"])
+    assert own < 1e-5
     assert errors["kl_bound"] < 1e-6
     assert d["work"] == 0.0
     # (+1e-14: KL(0) is a rounding error, 5e-16, when A(0) = softmax(βS))
