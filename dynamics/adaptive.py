@@ -277,7 +277,7 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
     if sim.logit_noise > 0.0:
         raise ValueError("rtol needs a deterministic run: logit_noise must be 0 with rtol "
                          f"(got {sim.logit_noise:g}); use dt")
-    if explicit_suits(sim.problem, type(sim.stepper)) is None:  # non-stiff canonical
+    if explicit_suits(sim.problem) is None:  # non-stiff canonical
         stepper = ExplicitStepper(sim.problem, rtol=rtol, atol=atol, t_end=t_end,
                                   norm_limit=settings.norm_limit)
     elif exponential_suits(sim.problem) is None:  # stiff canonical

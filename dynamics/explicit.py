@@ -75,10 +75,9 @@ HELD = 64
 BISECTIONS = 40
 
 
-def explicit_suits(problem, stepper_type) -> str | None:
+def explicit_suits(problem) -> str | None:
     """Why :class:`ExplicitStepper` should not run ``problem``, or None when it should: a
-    single-head canonical model (its stepper :class:`~.steppers.etd_verlet.TrackedEtdVerlet`)
-    whose relaxation rate is at most :data:`EXPLICIT_RATE`."""
+    single-head canonical model whose relaxation rate is at most :data:`EXPLICIT_RATE`."""
     if type(problem) is not CanonicalProblem:
         return f"{type(problem).__name__} has no fused field for the explicit branch"
     if problem.relaxation_rate > EXPLICIT_RATE:

@@ -54,6 +54,32 @@ def test_coefficients_meet_their_conditions(z):
         np.testing.assert_allclose([b1, b4, b5], [1 / 6, 1 / 6, 2 / 3], rtol=1e-14)
 
 
+def _phi(k, z):
+    """``φ_k(z)`` by quadrature of its integral (independent of :func:`phis`)."""
+    return quad(lambda th: math.exp((1 - th) * z) * th ** (k - 1) / math.factorial(k - 1),
+                0.0, 1.0, epsabs=0, epsrel=1e-13, limit=200)[0]
+
+
+@pytest.mark.parametrize("z", [-0.2, -3.0, -80.0])
+def test_coefficients_are_the_published_table(z):
+    """Every coefficient against Hochbruck & Ostermann's stiff-order-4 table (SIAM J.
+    Numer. Anal. 43, 2005; EXPINT's ``hochost4``), written here from the table
+    with ``φ_{j,i} = φ_j(c_i z)``, ``c = (0, ½, ½, 1, ½)`` and φ by quadrature. The row-sum
+    conditions above hold by construction of ``a51``; this pins ``a52`` and ``a54``."""
+    f = {(j, c): _phi(j, c * z) for j in (1, 2, 3) for c in (0.5, 1.0)}
+    a52 = 0.5 * f[2, 0.5] - f[3, 1.0] + 0.25 * f[2, 1.0] - 0.5 * f[3, 0.5]
+    a54 = 0.25 * f[2, 0.5] - a52
+    table = [math.exp(z / 2), math.exp(z),
+             0.5 * f[1, 0.5],                                   # a21
+             0.5 * f[1, 0.5] - f[2, 0.5], f[2, 0.5],            # a31, a32
+             f[1, 1.0] - 2 * f[2, 1.0], f[2, 1.0],              # a41, a42 (= a43)
+             0.5 * f[1, 0.5] - 2 * a52 - a54, a52, a54,         # a51, a52 (= a53), a54
+             f[1, 1.0] - 3 * f[2, 1.0] + 4 * f[3, 1.0],         # b1
+             -f[2, 1.0] + 4 * f[3, 1.0], 4 * f[2, 1.0] - 8 * f[3, 1.0]]  # b4, b5
+    # (the last entry, the error estimate's weight, is not in the table: tested above)
+    np.testing.assert_allclose(coefficients(z)[:-1], table, rtol=1e-10, atol=1e-14)
+
+
 def _relaxed(lam, t0=0.3, T=0.5):
     """A canonical problem (N = 5, d = 3, β = 1, random momenta and attention) and its
     state at ``t0`` (the relaxation layer of the start long gone), with a tight reference
