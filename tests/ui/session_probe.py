@@ -113,6 +113,9 @@ def lifecycle(sessions: int = 50, first: int = 5) -> dict:
             result["rss_first"] = rss()
             result["all_started"] &= all(pool.map(one_session, range(sessions - first)))
         wait_until(lambda: dashboard_module.live_callbacks() == 0, 30)
+        # a closed page's session is destroyed up to a check period after its callback
+        # stopped: wait for that (a dashboard kept for good still fails after 30 s)
+        wait_until(lambda: alive_dashboards() <= alive_before, 30, step=0.5)
         result["rss_all"] = rss()
         result["seconds"] = time.monotonic() - t0
         result["callbacks_after"] = dashboard_module.live_callbacks()
