@@ -85,6 +85,7 @@ class Playback(param.Parameterized):
     def _init_playback(self) -> None:
         """The playback's own state (called first by the dashboard's ``__init__``)."""
         self._callback = None
+        self._closed = False  # the session was destroyed (no frame is computed after)
         self._flow_control = self._notebook = False
         self._session_context = None
         self._frame_id = self._acked = 0
@@ -132,6 +133,8 @@ class Playback(param.Parameterized):
             # and each late call would otherwise push every later frame back
             due = max(self._last_frame + 1.0 / cap, now - 0.5 / cap)
         if self._flow_control:
+            if self._closed:  # the page's session was destroyed
+                return
             session = getattr(self._session_context, "session", None)
             if session is not None and session.connection_count == 0:
                 return  # the page is gone: send nothing until the session ends
@@ -334,6 +337,7 @@ class Playback(param.Parameterized):
             self._callback.stop()
             self._callback = None
         server.forget_session(self)
+        self._closed = True
         self._session_context = None
         server.release_links(self._layout)  # its widgets' JS links would keep it alive
         self.reference = None

@@ -334,3 +334,15 @@ def test_the_page_acknowledges_on_a_model_no_plot_draws(dash):
     (callback,) = h.attention.js_property_callbacks["change:data"]
     assert callback.args["ack"] is h.ack and "ack.tags = [" in callback.code
     assert "source.tags" not in callback.code
+
+
+def test_no_frame_is_computed_after_the_session_is_destroyed(dash):
+    """A callback still scheduled when the page's session is destroyed computes nothing."""
+    dash.playing = True
+    dash._callback, dash._flow_control = None, True  # as with a page attached
+    dash.tick()
+    sent, t = dash._frame_id, dash.sim.t
+    dash._on_session_destroyed(None)
+    dash._urgent = True  # even a changed setting's frame
+    dash.tick()
+    assert dash._frame_id == sent and dash.sim.t == t
