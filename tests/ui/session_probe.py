@@ -4,7 +4,7 @@ Used by ``test_sessions.py`` (fault injection reaches a session's simulation) an
 as a script for the lifecycle test, in a fresh process so that the memory measured is
 that of a server, not of a test process that ran the rest of the suite first::
 
-    PYTHONPATH=scripts python tests/ui/session_probe.py [--sessions 50] [--first 5]
+    PYTHONPATH=scripts python tests/ui/session_probe.py [--sessions 50] [--first 10]
 
 prints, as JSON, the RSS after the first sessions and after all of them, the periodic
 callbacks still running and the dashboards still alive.
@@ -94,7 +94,7 @@ def rss() -> int:
     return psutil.Process().memory_info().rss
 
 
-def lifecycle(sessions: int = 50, first: int = 5) -> dict:
+def lifecycle(sessions: int = 50, first: int = 10) -> dict:
     """Open and close ``sessions`` sessions, three at a time; measure after ``first``."""
     with serve_in_process() as url:
         alive_before = alive_dashboards()
@@ -126,6 +126,6 @@ def lifecycle(sessions: int = 50, first: int = 5) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=50)
-    parser.add_argument("--first", type=int, default=5)
+    parser.add_argument("--first", type=int, default=10)
     args = parser.parse_args()
     print(json.dumps(lifecycle(args.sessions, args.first)))
