@@ -54,6 +54,18 @@ def side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5,
     return best
 
 
+def step_times(benchmark, sims: dict, timed: str, rounds: int) -> dict[str, float] | None:
+    """Seconds per step of each simulation of ``sims``, timed side by side; None in the
+    untimed run. ``benchmark`` records ``rounds`` steps of ``sims[timed]``; every run must
+    still be running after them."""
+    benchmark.pedantic(sims[timed].advance, args=(1,), rounds=rounds, iterations=1)
+    assert all(sim.status == "running" for sim in sims.values())
+    if benchmark.disabled:
+        return None
+    return side_by_side({name: (lambda s=sim: s.advance(1)) for name, sim in sims.items()},
+                        rounds=rounds)
+
+
 def matmul_floor(N: int, d: int, seed: int = 0) -> Callable[[], object]:
     """The generic floor: the bare O(N²d) products of one step on arrays of its size.
 

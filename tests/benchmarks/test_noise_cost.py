@@ -13,7 +13,7 @@ import pytest
 
 from dynamics import Settings, Simulation
 
-from .conftest import record, side_by_side
+from .conftest import record, step_times
 
 DIM = 16
 SIZES = (64, 256)
@@ -27,12 +27,9 @@ def test_noise_cost(benchmark, model, n_tokens):
                                       logit_noise=sigma))
             for name, sigma in (("quiet", 0.0), ("noisy", 0.3))}
     benchmark.group = f"noise N={n_tokens} d={DIM}"
-    benchmark.pedantic(sims["noisy"].advance, args=(1,), rounds=5, iterations=1)
-    assert all(sim.status == "running" for sim in sims.values())
-    if benchmark.disabled:
+    t = step_times(benchmark, sims, "noisy", rounds=5)
+    if t is None:
         return
-    t = side_by_side({name: (lambda s=sim: s.advance(1)) for name, sim in sims.items()},
-                     rounds=5)
     record(benchmark, f"noise cost (d={DIM}): noisy/quiet step", {
         "model": model, "N": n_tokens, "noisy/quiet": t["noisy"] / t["quiet"],
         "quiet_us": 1e6 * t["quiet"], "noisy_us": 1e6 * t["noisy"]})

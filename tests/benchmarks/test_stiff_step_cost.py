@@ -17,7 +17,7 @@ import pytest
 
 from dynamics import Settings, Simulation
 
-from .conftest import record, side_by_side
+from .conftest import record, step_times
 
 DIM = 16
 SIZES = (64, 256)
@@ -37,12 +37,9 @@ def test_stiff_step_cost(benchmark, model, n_tokens):
         sim.advance(SETTLE if not benchmark.disabled else 1)
         sims[name] = sim
     benchmark.group = f"stiff step N={n_tokens} d={DIM}"
-    benchmark.pedantic(sims["λh=1"].advance, args=(1,), rounds=3, iterations=1)
-    assert all(sim.status == "running" for sim in sims.values())
-    if benchmark.disabled:
+    t = step_times(benchmark, sims, "λh=1", rounds=7)
+    if t is None:
         return
-    t = side_by_side({name: (lambda s=sim: s.advance(1)) for name, sim in sims.items()},
-                     rounds=7)
     record(benchmark, f"stiff step cost (d={DIM}): stiff/resolved step", {
         "model": model, "N": n_tokens, "λh=1/resolved": t["λh=1"] / t["resolved"],
         "λh=10/resolved": t["λh=10"] / t["resolved"], "resolved_us": 1e6 * t["resolved"]})
