@@ -395,8 +395,8 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
 
     Points whose runs :func:`~dynamics.batch.simulate_batch` steps together (grouped by
     the sizes and step they must share, at most :data:`BATCH_RUNS` at a time) are run
-    that way; its trajectories equal those
-    of ``simulate``, so the results are :func:`run_point`'s. A group whose batched run
+    that way; its trajectories equal those of ``simulate``, so the results are
+    :func:`run_point`'s. A group whose batched run
     raises is run point by point, where each error is recorded with its point.
     """
     from .batch import batchable, simulate_batch
