@@ -298,16 +298,9 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
         sim.advance(0)  # the deferred diagnostics of the state reported
         frames.append(sim.frame())
     traj = Trajectory.from_frames(settings, frames, sim)
-    if isinstance(stepper, ExponentialStepper):
+    if isinstance(stepper, ExplicitStepper):  # DOP853 or the exponential method
         traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,
                       "method": stepper.method, "nfev": stepper.nfev}
-    elif isinstance(stepper, ExplicitStepper):
-        # DOP853: 12 evaluations per attempted step, 3 to start (f(y₀) and two for the
-        # first step's size)
-        tried = max(0, stepper.nfev - 3) // 12
-        traj.steps = {"accepted": stepper.accepted,
-                      "rejected": max(0, tried - stepper.accepted),
-                      "method": "DOP853", "nfev": stepper.nfev}
     else:
         doubled = stepper.accepted - stepper.composed
         traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,

@@ -283,6 +283,8 @@ class ExponentialStepper(ExplicitStepper):
 
     order = 4
     method = "exponential RK4"
+    #: its error estimate is that of the embedded third-order solution
+    estimator_order = 3
     bound_smooth = 1.0
 
     def __init__(self, problem, **kwargs):
@@ -290,9 +292,12 @@ class ExponentialStepper(ExplicitStepper):
         self._rejected_done = 0
         self._balance = None
 
-    def _new_solver(self, t0, y0, h):
+    def _retire(self):
         if self._solver is not None:
             self._rejected_done += self._solver.rejected
+        super()._retire()
+
+    def _new_solver(self, t0, y0, h):
         stiff = np.zeros(y0.size, dtype=bool)
         nz = y0.size - 2 * self._nx - 1
         stiff[2 * self._nx:2 * self._nx + nz] = True
@@ -365,10 +370,6 @@ class ExponentialStepper(ExplicitStepper):
                                       en.log_rowsoftmax(state.Z), S=state.S)
             state = replace(state, dissipated=D0 + H0 - H)
         return state, carry
-
-    def _crossing(self, t0):
-        self._rejected_done += self._solver.rejected  # the solver is dropped there
-        return super()._crossing(t0)
 
     @property
     def rejected(self) -> int:

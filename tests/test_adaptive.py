@@ -403,3 +403,58 @@ def test_fused_field_of_a_real_head_keeps_its_constant_column_fixed():
     got = canonical_field(prob, N, d)(0.0, y0)
     np.testing.assert_allclose(got, rhs(0.0, y0), rtol=1e-11, atol=1e-11)
     assert np.all(got[N * d:2 * N * d].reshape(N, d)[:, -1] == 0.0)
+
+
+def test_first_step_is_scipy_s_where_every_component_is_at_the_state_scale():
+    """Where every |y₀| component equals rms(y₀), our scale is scipy's, so the starting
+    step must be DOP853's own, exponent 1/(7 + 1) of its error estimate included (a wrong
+    order changes it by a factor ~2 here)."""
+    from scipy.integrate import DOP853
+
+    from dynamics.explicit import first_step
+
+    def field(t, y):
+        return np.sin(3.0 * t) - y**3 + 0.3 * y[::-1]
+
+    y0 = np.array([0.7, -0.7, 0.7, 0.7, -0.7])
+    for rtol, atol in ((1e-4, 1e-7), (1e-8, 1e-10)):
+        scipy_first = DOP853(field, 0.0, y0, 10.0, rtol=rtol, atol=atol).h_abs
+        assert first_step(field, 0.0, y0, 10.0, rtol, atol) == pytest.approx(scipy_first,
+                                                                             rel=1e-12)
+        assert first_step(field, 0.0, y0, 10.0, rtol, atol, order=8) != pytest.approx(
+            scipy_first, rel=1e-3)
+
+
+def test_rtol_run_counts_its_field_evaluations_and_rejected_steps_exactly(monkeypatch):
+    """DOP853 branch, a run that rejects steps and ends at a norm-limit crossing (a dense
+    output, one more evaluation at the crossing): ``nfev`` against a counting field and
+    ``rejected`` against a count of scipy's attempted steps."""
+    import scipy.integrate._ivp.rk as rk
+
+    import dynamics.explicit as explicit
+
+    calls = {"field": 0, "attempts": 0}
+    make_field, rk_step = explicit.canonical_field, rk.rk_step
+
+    def counting_field(*args, **kwargs):
+        field = make_field(*args, **kwargs)
+
+        def counted(t, y):
+            calls["field"] += 1
+            return field(t, y)
+        return counted
+
+    def counting_step(*args, **kwargs):
+        calls["attempts"] += 1
+        return rk_step(*args, **kwargs)
+
+    monkeypatch.setattr(explicit, "canonical_field", counting_field)
+    monkeypatch.setattr(rk, "rk_step", counting_step)
+    s = Settings(model="canonical", n_tokens=6, dim=3, seed=5, confinement=0.0, beta=20.0,
+                 norm_limit=20.0, init_momentum="random", dt=0.02)
+    run = simulate(s, 6.0, every=10, rtol=1e-5)
+    assert run.status == "diverged" and run.steps["method"] == "DOP853"
+    print(run.steps, calls)
+    assert run.steps["rejected"] > 0, "the test needs rejected steps"
+    assert run.steps["nfev"] == calls["field"]
+    assert run.steps["accepted"] + run.steps["rejected"] == calls["attempts"]
