@@ -213,17 +213,21 @@ class TimeSeries(pn.viewable.Viewer):
             fig.add_layout(self._zero_notes[fig])
         # mid-run setting changes: rows of one source, a line, a band and a label each
         self.marker_source = ColumnDataSource({"t0": [], "t1": [], "text": []})
+        self._hidden_markers = ColumnDataSource({"t0": [], "t1": [], "text": []})
         self._changes_shown = 0
+        self._marker_views = {}  # per figure: its band and line renderers and its labels
         for fig in (self.fig_energy, self.fig_kl, self.fig_kl_log):
-            fig.vstrip(x0="t0", x1="t1", source=self.marker_source, fill_color="#888",
-                       fill_alpha=0.15, line_alpha=0.0, level="overlay")
-            fig.vspan(x="t0", source=self.marker_source, line_color="#666",
-                      line_dash="dashed", line_width=1.5, level="overlay")
+            band = fig.vstrip(x0="t0", x1="t1", source=self.marker_source, fill_color="#888",
+                              fill_alpha=0.15, line_alpha=0.0, level="overlay")
+            line = fig.vspan(x="t0", source=self.marker_source, line_color="#666",
+                             line_dash="dashed", line_width=1.5, level="overlay")
             # left of the line: a change is made at the right end of the plot
-            fig.add_layout(LabelSet(
+            labels = LabelSet(
                 x="t0", y=8, y_units="screen", x_offset=-4, text="text",
                 source=self.marker_source, text_align="right", text_font_size="10pt",
-                text_color="#444", level="overlay"))
+                text_color="#444", level="overlay")
+            fig.add_layout(labels)
+            self._marker_views[fig] = (band, line, labels)
         self._diverged_note = Label(
             x=12, y=12, x_units="screen", y_units="screen", text="", text_font_size="11pt",
             text_color="#d7301f", visible=False)
@@ -246,12 +250,18 @@ class TimeSeries(pn.viewable.Viewer):
         self._show(self.fig_distance, visible)
 
     def _show(self, fig, visible: bool) -> None:
-        """Show or hide ``fig``; a hidden figure's lines draw from an empty source, so
-        that the rows streamed meanwhile do not make the page repaint (and lay out
-        again) a plot nobody sees."""
+        """Show or hide ``fig``; a hidden figure's lines and change markers draw from
+        empty sources, so that the rows streamed and the changes marked meanwhile do not
+        make the page repaint a plot nobody sees: a hidden plot's axes measure 0×0, so
+        each repaint lays it out again (a β slider change cost the page ~80 ms for the
+        hidden linear KL plot)."""
         fig.visible = visible
         for key in self._fig_columns[fig]:
             self.lines[key].data_source = self.source if visible else self._hidden
+        if fig in self._marker_views:
+            band, line, labels = self._marker_views[fig]
+            markers = self.marker_source if visible else self._hidden_markers
+            band.data_source = line.data_source = labels.source = markers
         if visible:
             self._fit_ranges()
 
