@@ -100,6 +100,16 @@ def test_bad_matrices_are_refused_by_name(kwargs, words):
         Simulation(Settings(model="canonical", n_tokens=3, dim=2), **kwargs)
 
 
+@pytest.mark.parametrize("model, kwargs, words", [
+    ("transformer", {"momenta": np.zeros((3, 2))}, "has no momenta"),
+    ("reduced", {"attention": np.full((3, 3), 1 / 3)}, "has no attention"),
+    ("transformer", {"attention": np.full((3, 3), 1 / 3)}, "has no attention"),
+])
+def test_arrays_a_model_has_no_use_for_are_refused(model, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        Simulation(Settings(model=model, n_tokens=3, dim=2), **kwargs)
+
+
 def test_part_two_refuses_part_one_matrices():
     with pytest.raises(ValueError, match="takes kernel and value, not score_matrix"):
         Simulation(Settings(model="linear", n_tokens=4, dim=2), score_matrix=np.eye(2))
