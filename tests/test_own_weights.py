@@ -137,6 +137,29 @@ def test_cli_reads_your_weights_file(tmp_path, capsys):
     assert table["feature_norm"].iloc[0] == pytest.approx(np.linalg.norm(X), rel=1e-12)
 
 
+def test_cli_reads_momenta_and_part_two_matrices(tmp_path):
+    """The optional arrays of a weights file: ``P`` (Part I momenta) and Part II's ``A``,
+    ``V`` with ``P`` as the momenta ``y_i``, each checked on the energy at t = 0 written
+    out by hand."""
+    import pandas as pd
+
+    rng = np.random.default_rng(6)
+    X, P, M = rng.standard_normal((4, 3)), rng.standard_normal((4, 3)), np.eye(3) / 5
+    np.savez(tmp_path / "one.npz", X=X, P=P, M=M)
+    assert main(["run", "--weights", str(tmp_path / "one.npz"), "--model", "canonical",
+                 "--mass", "2", "--t-end", "0.02", "--out", str(tmp_path / "one.csv")]) == 0
+    table = pd.read_csv(tmp_path / "one.csv")
+    assert table["kinetic_energy"].iloc[0] == pytest.approx(np.sum(P**2) / 4, rel=1e-12)
+    A, V = np.diag([1.0, 2.0, 0.5]), np.diag([0.5, -1.0, 0.2])
+    np.savez(tmp_path / "two.npz", X=X, P=P, A=A, V=V)
+    assert main(["run", "--weights", str(tmp_path / "two.npz"), "--model",
+                 "linear_accelerated", "--t-end", "0.02", "--out", str(tmp_path / "two.csv")]) == 0
+    table = pd.read_csv(tmp_path / "two.csv")
+    H0 = (sum((X[i] @ A @ X[j]) * (P[i] @ P[j]) for i in range(4) for j in range(4)) / 8
+          - 0.5 * sum(X[i] @ V @ X[i] for i in range(4)))  # Theory: accelerated attention
+    assert table["hamiltonian"].iloc[0] == pytest.approx(H0, rel=1e-12)
+
+
 @pytest.mark.parametrize("arrays, words", [
     ({"Y": np.eye(2)}, "unknown arrays ['Y']"),
     ({"M": np.eye(2)}, "must hold the features X"),
