@@ -110,6 +110,19 @@ def test_arrays_a_model_has_no_use_for_are_refused(model, kwargs, words):
         Simulation(Settings(model=model, n_tokens=3, dim=2), **kwargs)
 
 
+@pytest.mark.parametrize("model, kwargs, words", [
+    ("linear", {"kernel": np.ones((3, 2))}, r"kernel must have shape \(2, 2\)"),
+    ("linear", {"value": np.full((2, 2), np.inf)}, "value must be finite"),
+    ("softmax_inertial", {"kernel": np.array([[1.0, 0.5], [0.0, 1.0]])},
+     "needs a symmetric kernel A; got one with largest asymmetry max_ij .* = 0.5"),
+    ("softmax_inertial", {"kernel": np.eye(2), "value": np.diag([1.0, -1.0])},
+     "B = V A⁻¹ positive definite"),
+])
+def test_part_two_bad_kernel_or_value_is_refused_by_name(model, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        Simulation(Settings(model=model, n_tokens=4, dim=2), **kwargs)
+
+
 def test_part_two_refuses_part_one_matrices():
     with pytest.raises(ValueError, match="takes kernel and value, not score_matrix"):
         Simulation(Settings(model="linear", n_tokens=4, dim=2), score_matrix=np.eye(2))
