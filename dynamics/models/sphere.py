@@ -151,6 +151,7 @@ $N^2 e^\beta/(2\beta)$, reached when all tokens form one cluster.</p>""",
     build=_build, reproblem=_reproblem,
     stepper=ProjectedHeun, energy=interaction_energy, diagnostics=_diagnostics,
     not_applicable=("energy_residual",), energy_symbol="Eᵦ", identically_zero=SLAVED_ZERO,
+    real_heads="none",
     readable={"reference": _reference, "velocity": velocity,
               "interaction_energy": interaction_energy},
 ))
