@@ -165,3 +165,23 @@ def test_noisy_logits_on_every_head():
         chunked.step(n)
     assert np.array_equal(chunked.state.Z, sim.state.Z)
     assert np.array_equal(chunked.state.X, sim.state.X)
+
+
+def test_ensemble_prediction_sums_over_the_heads():
+    """The ensemble's small-noise reference ``½ s² Σ_h Σ_i (1 − Σ_j A*_h,ij²)`` covers every
+    head, as the lag ``kl`` it is drawn against does (it had taken the shown head only)."""
+    from dynamics.ensemble import run_ensemble
+
+    s = Settings(model="canonical", weights="minilm", heads="all", sentence=4, layer=5,
+                 dt=0.01, logit_noise=0.3, init_attention="softmax")
+    ens = run_ensemble(s, 2, 0.02, every=2)
+    s2 = 0.3**2 / (2 * s.gamma / s.beta)
+    M = Simulation(s).problem.M
+    by_hand = []
+    for frame in ens.final:
+        X = frame.features
+        A_star = softmax(s.beta * np.einsum("id,hde,je->hij", X, M, X), axis=-1)
+        by_hand.append(0.5 * s2 * np.sum(1 - np.sum(A_star**2, axis=-1)))
+        shown = 0.5 * s2 * np.sum(1 - np.sum(frame.softmax**2, axis=-1))
+        assert by_hand[-1] > 3 * shown  # twelve heads, not one
+    assert ens.prediction[-1] == pytest.approx(np.mean(by_hand), rel=1e-10)
