@@ -25,7 +25,7 @@ from .controls import Controls, checkbox
 from .explain import Explanation
 from .heatmaps import Heatmaps
 from .inertial_lab import load_presets as load_lab_presets
-from .models import COMPARISON_MODEL, not_applicable
+from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
 from .pinned import PinnedRuns
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
 from .projector import Projector
@@ -168,6 +168,9 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             return
         if not self._from_preset and any(e.name == "model" for e in events):
             self._forget_preset()  # its caption and quench describe another model
+        if any(e.name == "model" for e in events) and (fitted := fit_real_heads(self.settings)):
+            self.settings.param.update(**fitted)  # (their change restarts the run)
+            return
         if any(e.name in ("beta", "gamma") for e in events):
             self.timeseries.guides.retune(self.settings.gamma / self.settings.beta, self.sim.t)
         self._show_confinement()

@@ -84,8 +84,10 @@ def applies(name: str, settings: Settings) -> bool:
     """Whether setting ``name`` has an effect on the run of ``settings``.
 
     A setting applies when the selected model reads it (``spec.reads()``); a path
-    setting only when the selected path uses it (``PATH_USES``); the choice of a real
-    head only with a real head's weights, N and d only without.
+    setting only when the selected path uses it (``PATH_USES``); the weights and the
+    choice of a real head only for a model that runs real heads (``ModelSpec.real_heads``;
+    ``heads`` only where all heads are offered), the head only with a real head's
+    weights, N and d only without.
 
     Parameters
     ----------
@@ -102,11 +104,29 @@ def applies(name: str, settings: Settings) -> bool:
         return False
     if name in PATH_USES:
         return settings.path in PATH_USES[name]
+    offered = spec(settings.model).real_heads  # "none", "one" or "all"
+    if name in ("weights", *REAL_HEAD) and offered == "none":
+        return False
+    if name == "heads" and offered != "all":
+        return False
     if name in REAL_HEAD:  # which head: only with a real head's weights
         return settings.weights != "seed"
     if name in SET_BY_HEAD:  # N and d come from the sentence
         return settings.weights == "seed"
     return True
+
+
+def fit_real_heads(settings: Settings) -> dict:
+    """The settings to change so that the selected model can run them: ``weights`` back
+    to the seed's for a model that runs no real head, ``heads`` back to one for a model
+    that does not run a whole layer (``ModelSpec.real_heads``); empty when it can."""
+    offered = spec(settings.model).real_heads
+    fitted = {}
+    if offered == "none" and settings.weights != "seed":
+        fitted["weights"] = "seed"
+    if offered != "all" and settings.heads != "one":
+        fitted["heads"] = "one"
+    return fitted
 
 
 def label(name: str) -> str:

@@ -124,6 +124,11 @@ class RealHeads(pn.viewable.Viewer):
         """Run the dashboard's model from ``arrays`` (the :class:`~dynamics.Simulation`
         keywords of a weights file); ``ValueError`` if they do not fit it."""
         dash = self.dashboard
+        if "kernel" in arrays or "value" in arrays:
+            raise ValueError("A and V are Part II arrays: the page runs your weights in "
+                             "the Part I models only; run them with python -m dynamics run "
+                             "--weights FILE --model linear_accelerated (or another Part II "
+                             "model)")
         X = np.asarray(arrays["features"])
         if X.ndim != 2:
             raise ValueError(f"X must be a matrix (N, d), got shape {X.shape}")

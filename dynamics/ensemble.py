@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import softmax
 
 from .frame import RUNNING
 from .noise import small_noise_kl, stationary_variance
@@ -44,9 +45,10 @@ class Ensemble:
         Each kept diagnostic per replica and frame (NaN after a replica stopped).
     prediction : ndarray, shape (T,)
         Small-noise stationary mean of ``Σ_i KL(A_i ‖ A*_i)``,
-        ``½ s² Σ_i (1 − Σ_j A*_ij²)``, ``s² = σ²/(2λ)``, with ``A*`` of each frame averaged
-        over the replicas (a constant for features that do not move); NaN for a model
-        that does not relax attention.
+        ``½ s² Σ_i (1 − Σ_j A*_ij²)``, ``s² = σ²/(2λ)`` (summed over the heads when a layer
+        runs with all its heads), with ``A*`` of each frame averaged over the replicas (a
+        constant for features that do not move); NaN for a model that does not relax
+        attention.
     final : tuple of Frame
         The last frame of every replica.
     statuses : tuple of str
@@ -85,6 +87,16 @@ def _reduce(fn, values):
         return np.full(values.shape[1:], np.nan)
     with np.errstate(invalid="ignore"):
         return fn(values, axis=0)
+
+
+def _prediction(sim, frame, s2) -> float:
+    """The small-noise stationary KL of a frame: of its softmax, or summed over the heads
+    when a layer runs with all its heads (the frame's ``kl`` sums over heads too)."""
+    if frame.heads is None:
+        return small_noise_kl(frame.softmax, s2)
+    beta_scores = sim.problem.beta * ((frame.features @ sim.problem.M) @ frame.features.T)
+    every_head = softmax(beta_scores, axis=-1)  # A*_h, shape (H, N, N)
+    return len(every_head) * small_noise_kl(every_head, s2)  # (it averages over heads)
 
 
 def run_ensemble(settings: Settings, replicas: int, t_end: float, every: int = 1,
@@ -139,7 +151,7 @@ def run_ensemble(settings: Settings, replicas: int, t_end: float, every: int = 1
             for name in names:
                 data[name][r, k] = frame.diagnostics.get(name, math.nan)
             if relaxes and frame.softmax is not None:
-                total[k] += small_noise_kl(frame.softmax, s2)
+                total[k] += _prediction(sim, frame, s2)
                 count[k] += 1
         final.append(frame)
         statuses.append(sim.status)

@@ -1,7 +1,7 @@
 """Real attention heads: the score matrix and value path of a Transformer head, and the
 heads shipped with the app (Theory page: "A real head's scores").
 
-Conventions (written once here, tested in ``tests/test_heads.py``). A head of width
+Conventions (written once here, tested in ``tests/test_own_weights.py``). A head of width
 ``d_h`` has queries ``q_i = W_Q x_i + b_Q``, keys ``k_j = W_K x_j + b_K``, values
 ``v_j = W_V,h x_j + b_V`` and output ``W_O,h`` (``W_Q, W_K, W_V,h ∈ R^{d_h×d}``,
 ``W_O,h ∈ R^{d×d_h}``: the head's columns of the output projection; Hugging Face's

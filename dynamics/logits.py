@@ -29,11 +29,12 @@ def psi(x):
 
 
 def centre_rows(Z, out=None):
-    """Subtract the row maximum (changes no attention, prevents overflow).
+    """Subtract the row maximum (changes no attention, prevents overflow); rows are the
+    last axis, so a stack of logit matrices (one per head) is centred matrix by matrix.
 
     ``out`` (may be ``Z`` itself) receives the result; a new array otherwise.
     """
-    return np.subtract(Z, _max_reduce(Z, 1, keepdims=True), out=out)
+    return np.subtract(Z, _max_reduce(Z, -1, keepdims=True), out=out)
 
 
 def axpy(a, x, y):

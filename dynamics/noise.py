@@ -96,7 +96,7 @@ def perturb_logits(Z: np.ndarray, scale: float, xi: np.ndarray) -> np.ndarray:
     scale : float
         :func:`noise_scale` of the step.
     xi : ndarray, shape (N, N)
-        Standard normal increments.
+        Standard normal increments (both of shape (H, N, N) with several heads).
     """
     Z1 = np.multiply(xi, scale)
     Z1 += Z
@@ -105,11 +105,12 @@ def perturb_logits(Z: np.ndarray, scale: float, xi: np.ndarray) -> np.ndarray:
 
 def softmax_with_log(Z):
     """``(rowsoftmax(Z), log rowsoftmax(Z))`` of logits with row maxima 0, from one
-    exponential (no ``log A``: nothing underflows to ``log 0``), shapes (N, N)."""
+    exponential (no ``log A``: nothing underflows to ``log 0``), shapes (N, N) or a stack
+    (H, N, N) (one matrix per head; rows are the last axis)."""
     E = np.exp(Z)
-    total = np.add.reduce(E, 1)
-    E *= np.divide(1.0, total)[:, None]
-    return E, Z - np.log(total)[:, None]
+    total = np.add.reduce(E, -1)
+    E *= np.divide(1.0, total)[..., None]
+    return E, Z - np.log(total)[..., None]
 
 
 def small_noise_kl(softmax: np.ndarray, s2: float) -> float:

@@ -42,8 +42,10 @@ def test_controls_equations_and_na_come_from_the_spec(model):
     d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=2), playing=False)
     for name, widget in d.controls.widgets.items():
         assert widget.visible == applies(name, d.settings)
-        if name not in PATH_USES and name not in REAL_HEAD + SET_BY_HEAD:
+        if name not in PATH_USES and name not in REAL_HEAD + SET_BY_HEAD + ("weights",):
             assert widget.visible == (name in spec.reads()), name
+        if name == "weights":  # (a model that runs no real head: ModelSpec.real_heads)
+            assert widget.visible == (spec.real_heads != "none")
         assert widget.label == Settings.param[name].label
     text = d.explanation.pane.object
     assert spec.equations in text and spec.title in text
@@ -238,3 +240,23 @@ def test_a_real_head_sets_n_and_d_and_shows_its_choice():
     d.settings.weights = "minilm"
     assert all(w[k].visible for k in REAL_HEAD)
     assert not w["n_tokens"].visible and not w["dim"].visible
+
+
+@pytest.mark.slow  # (three runs of a real head, one with all 12 heads: ~6 s)
+def test_real_head_controls_follow_what_the_model_runs():
+    """``ModelSpec.real_heads``: a layer's heads are offered by the canonical model only,
+    real heads by every Part I model but the sphere's; switching to a model that cannot
+    run the current choice puts it back (seed weights, one head) instead of failing."""
+    d = Dashboard(settings=Settings(model="canonical", weights="minilm", heads="all"),
+                  playing=False)
+    w = d.controls.widgets
+    assert w["weights"].visible and w["heads"].visible and d.sim.frame().heads.shape[0] == 12
+    d.settings.model = "reduced"
+    assert w["weights"].visible and w["head"].visible and not w["heads"].visible
+    assert d.settings.heads == "one" and d.settings.weights == "minilm"
+    assert d.sim.status == "running" and d.sim.frame().tokens[0] == "[CLS]"
+    d.settings.model = "sphere"
+    assert not any(w[k].visible for k in ("weights", *REAL_HEAD))
+    assert d.settings.weights == "seed" and d.sim.settings.model == "sphere"
+    d.advance_frame()
+    assert d.sim.status == "running" and d.sim.frame().tokens == ()

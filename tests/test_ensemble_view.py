@@ -33,6 +33,14 @@ def test_the_ensemble_tab_is_built_when_first_opened_and_draws_bands():
         assert np.all(hi[1:] > lo[1:])  # independent noise spreads the replicas
         np.testing.assert_allclose(mean, view.ensemble.mean(name))
     assert np.all(np.asarray(data["prediction"]) > 0)
+    # the reference line is the Theory page's ½ s² Σ_i (1 − Σ_j A*_ij²), s² = σ²/2λ,
+    # averaged over the replicas' softmax; one row of bands per replica
+    ens = view.ensemble
+    assert ens.diagnostics["kl"].shape == (5, 21)
+    s2 = 0.5**2 / (2 * d.settings.gamma / d.settings.beta)
+    pred = np.mean([0.5 * s2 * np.sum(1 - np.sum(f.softmax**2, axis=1)) for f in ens.final])
+    assert data["prediction"][-1] == pytest.approx(pred, rel=1e-12)
+    np.testing.assert_allclose(np.asarray(data["prediction"], dtype=float), ens.prediction)
     assert "K = 5 replicas, σ = 0.5" in view.message.object
     assert view.notice() == ""
 

@@ -100,6 +100,29 @@ def test_bad_matrices_are_refused_by_name(kwargs, words):
         Simulation(Settings(model="canonical", n_tokens=3, dim=2), **kwargs)
 
 
+@pytest.mark.parametrize("model, kwargs, words", [
+    ("transformer", {"momenta": np.zeros((3, 2))}, "has no momenta"),
+    ("reduced", {"attention": np.full((3, 3), 1 / 3)}, "has no attention"),
+    ("transformer", {"attention": np.full((3, 3), 1 / 3)}, "has no attention"),
+])
+def test_arrays_a_model_has_no_use_for_are_refused(model, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        Simulation(Settings(model=model, n_tokens=3, dim=2), **kwargs)
+
+
+@pytest.mark.parametrize("model, kwargs, words", [
+    ("linear", {"kernel": np.ones((3, 2))}, r"kernel must have shape \(2, 2\)"),
+    ("linear", {"value": np.full((2, 2), np.inf)}, "value must be finite"),
+    ("softmax_inertial", {"kernel": np.array([[1.0, 0.5], [0.0, 1.0]])},
+     "needs a symmetric kernel A; got one with largest asymmetry max_ij .* = 0.5"),
+    ("softmax_inertial", {"kernel": np.eye(2), "value": np.diag([1.0, -1.0])},
+     "B = V A⁻¹ positive definite"),
+])
+def test_part_two_bad_kernel_or_value_is_refused_by_name(model, kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        Simulation(Settings(model=model, n_tokens=4, dim=2), **kwargs)
+
+
 def test_part_two_refuses_part_one_matrices():
     with pytest.raises(ValueError, match="takes kernel and value, not score_matrix"):
         Simulation(Settings(model="linear", n_tokens=4, dim=2), score_matrix=np.eye(2))
@@ -125,6 +148,29 @@ def test_cli_reads_your_weights_file(tmp_path, capsys):
     F0 = -np.sum(S) / 4 + 4 * np.log(1 / 4)
     assert table["free_energy"].iloc[0] == pytest.approx(F0, rel=1e-12)
     assert table["feature_norm"].iloc[0] == pytest.approx(np.linalg.norm(X), rel=1e-12)
+
+
+def test_cli_reads_momenta_and_part_two_matrices(tmp_path):
+    """The optional arrays of a weights file: ``P`` (Part I momenta) and Part II's ``A``,
+    ``V`` with ``P`` as the momenta ``y_i``, each checked on the energy at t = 0 written
+    out by hand."""
+    import pandas as pd
+
+    rng = np.random.default_rng(6)
+    X, P, M = rng.standard_normal((4, 3)), rng.standard_normal((4, 3)), np.eye(3) / 5
+    np.savez(tmp_path / "one.npz", X=X, P=P, M=M)
+    assert main(["run", "--weights", str(tmp_path / "one.npz"), "--model", "canonical",
+                 "--mass", "2", "--t-end", "0.02", "--out", str(tmp_path / "one.csv")]) == 0
+    table = pd.read_csv(tmp_path / "one.csv")
+    assert table["kinetic_energy"].iloc[0] == pytest.approx(np.sum(P**2) / 4, rel=1e-12)
+    A, V = np.diag([1.0, 2.0, 0.5]), np.diag([0.5, -1.0, 0.2])
+    np.savez(tmp_path / "two.npz", X=X, P=P, A=A, V=V)
+    assert main(["run", "--weights", str(tmp_path / "two.npz"), "--model",
+                 "linear_accelerated", "--t-end", "0.02", "--out", str(tmp_path / "two.csv")]) == 0
+    table = pd.read_csv(tmp_path / "two.csv")
+    H0 = (sum((X[i] @ A @ X[j]) * (P[i] @ P[j]) for i in range(4) for j in range(4)) / 8
+          - 0.5 * sum(X[i] @ V @ X[i] for i in range(4)))  # Theory: accelerated attention
+    assert table["hamiltonian"].iloc[0] == pytest.approx(H0, rel=1e-12)
 
 
 @pytest.mark.parametrize("arrays, words", [

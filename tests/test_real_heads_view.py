@@ -70,3 +70,9 @@ def test_upload_runs_your_weights_and_refuses_bad_files():
     assert "Not used" in dash.real_heads.upload_note.object
     assert "score_matrix must have shape (3, 3)" in dash.real_heads.upload_note.object
     np.testing.assert_array_equal(dash.sim.problem.M, M)  # the run is left as it was
+    buffer = io.BytesIO()  # Part II arrays: refused with where to run them
+    np.savez(buffer, X=X, A=np.eye(3), V=np.eye(3))
+    dash.real_heads.upload.value = buffer.getvalue()
+    assert "A and V are Part II arrays" in dash.real_heads.upload_note.object
+    assert "--weights FILE --model linear_accelerated" in dash.real_heads.upload_note.object
+    np.testing.assert_array_equal(dash.sim.problem.M, M)

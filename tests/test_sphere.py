@@ -224,6 +224,35 @@ def test_given_features_are_normalised():
     np.testing.assert_allclose(sim.state.X, X / np.linalg.norm(X, axis=1, keepdims=True))
 
 
+def test_your_own_matrices_drive_the_flow_and_a_real_head_is_refused():
+    """Issue #14 item 1 for the sphere model: your ``M`` and ``W_V`` replace
+    ``sphere_weights``'s (checked on the velocity written out token by token); a real
+    head, several heads, momenta or an attention matrix are refused by name, never
+    silently ignored."""
+    rng = np.random.default_rng(7)
+    X, M, W_V = (rng.standard_normal((5, 3)), rng.standard_normal((3, 3)),
+                 rng.standard_normal((3, 3)))
+    for kernel in KERNELS:
+        sim = Simulation(sphere(n_tokens=5, dim=3, beta=2.0, sphere_kernel=kernel),
+                         features=X, score_matrix=M, value_matrix=W_V)
+        x = X / np.linalg.norm(X, axis=1, keepdims=True)
+        expected = []
+        for i in range(5):
+            w = np.array([math.exp(2.0 * x[i] @ M @ x[j]) for j in range(5)])
+            w = w / w.sum() if kernel == "softmax" else w / 5
+            out = sum(w[j] * (W_V @ x[j]) for j in range(5))
+            expected.append(out - (x[i] @ out) * x[i])
+        velocity = models.get("sphere").readable["velocity"](sim.problem, sim.state.X)
+        np.testing.assert_allclose(velocity, expected, rtol=1e-12, atol=1e-13)
+    for values, kwargs, words in (
+            ({"weights": "minilm"}, {}, "weights must be 'seed' for the sphere model"),
+            ({"heads": "all"}, {}, "heads must be 'one' for the sphere model"),
+            ({}, {"momenta": np.zeros((5, 3))}, "has no momenta"),
+            ({}, {"attention": np.full((5, 5), 0.2)}, "has no attention")):
+        with pytest.raises(ValueError, match=words):
+            Simulation(sphere(n_tokens=5, dim=3, **values), **kwargs)
+
+
 def test_beta_change_does_protocol_work_and_kernel_or_eps_continue():
     settings = sphere(n_tokens=6, dim=3, beta=1.0)
     sim = Simulation(settings)

@@ -108,8 +108,8 @@ def require_symmetric(M: np.ndarray, what: str, who: str) -> None:
     ``M = Mᵀ`` (:func:`is_symmetric`)."""
     if not is_symmetric(M):
         gap = float(np.max(np.abs(M - M.T)))
-        raise ValueError(f"{who} needs a symmetric {what}; got one with "
-                         f"max |M − Mᵀ| = {gap:.3g} (give a symmetric matrix)")
+        raise ValueError(f"{who} needs a symmetric {what}; got one with largest asymmetry "
+                         f"max_ij |m_ij − m_ji| = {gap:.3g} (give a symmetric matrix)")
 
 
 def value_kernel_ratio(A: np.ndarray, V: np.ndarray, who: str = "softmax_inertial",

@@ -125,6 +125,7 @@ $H(t) - H(0) + \int_0^t D\,ds = 0$.</p>""",
     look_for="H only decreases, the residual stays near 0; large γ approaches the reduced "
              "model.",
     # heads="all" (weights="minilm"): every head of the layer (Theory: several heads)
+    real_heads="all",
     build=multi_head.either_build(_build),
     reproblem=multi_head.either(part_one.retrack, multi_head.retrack),
     stepper=multi_head.either_stepper(TrackedEtdVerlet),

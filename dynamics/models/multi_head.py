@@ -101,6 +101,10 @@ class MultiHeadStrang(Stepper):
 
     order = 2
 
+    def perturbed(self, state, carry, spread):
+        """Noisy logits (rule 8): the bound of every head and row grows by ``spread``."""
+        return replace(state, B=state.B + spread), self.start(state)
+
     def _relax(self, X, Z, S, h):
         prob = self.problem
         before = free_energy(softmax(Z, axis=-1), S, prob.beta, log_softmax(Z, axis=-1))
@@ -180,7 +184,8 @@ def diagnostics(prob, state, energy0):
         "t": st.t, "free_energy": F, "potential": float(-np.sum(lse) / beta),
         "hamiltonian": E, "kinetic_energy": kinetic,
         "dissipation_rate": dissipation_rate(prob, st.A, log_a, S),
-        "dissipated": st.dissipated, "work": st.work, "kl": kl, "kl_target": kl,
+        "dissipated": st.dissipated, "work": st.work, "noise_work": st.noise_work,
+        "kl": kl, "kl_target": kl,
         "kl_bound": float(np.sum(st.B**2) / 8.0),
         "energy_residual": E - energy0 - st.work + st.dissipated,
         "entropy_mean": float(np.mean(-np.sum(st.A * log_a, axis=-1))),

@@ -122,6 +122,7 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
     if values.get("heads", "one") == "all":
         raise ValueError(f"heads must be 'one' for model {values['model']!r}: heads='all' "
                          f"runs the canonical model only (Theory: several heads)")
+    refuse_unused(values, given, momentum=momentum, slaved=slaved)
     real = real_head(values)
     if real is None:
         N, d = values["n_tokens"], values["dim"]
@@ -167,6 +168,17 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
     S_dot = score_rate(X, X_dot, prob.M)
     B = en.oscillation(Z - prob.beta * S) if tracked else np.zeros(N)
     return prob, State(t=0.0, X=X, P=P, Z=Z, A=en.rowsoftmax(Z), S=S, S_dot=S_dot, B=B)
+
+
+def refuse_unused(values, given, *, momentum=True, slaved=False):
+    """A ``ValueError`` naming a given array the model has no use for: ``momenta`` of a
+    first-order model, ``attention`` of a model whose attention is ``A*(X)``."""
+    unused = [name for name, used in (("momenta", momentum), ("attention", not slaved))
+              if name in given and not used]
+    if unused:
+        raise ValueError(f"model {values['model']!r} has no {' and no '.join(unused)} of its "
+                         f"own (first order, or attention slaved to A*(X)): give no "
+                         f"{', '.join(unused)}")
 
 
 def first_order_reference(velocity):

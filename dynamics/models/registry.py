@@ -90,6 +90,11 @@ class ModelSpec:
         or a feature norm above ``norm_limit``, the current setting): ``reason`` None to
         go on, else whether the new state is kept (``accept``); ``memo`` is any value the
         check keeps from step to step (None at the start). Optional.
+    real_heads : str
+        The real heads a Part I model runs (``weights="minilm"``): ``"one"`` (default),
+        ``"all"`` (also every head of a layer, ``heads="all"``) or ``"none"`` (its build
+        refuses any weights but the seed's). The page shows the real-head controls
+        accordingly.
     """
 
     name: str
@@ -111,6 +116,7 @@ class ModelSpec:
     identically_zero: tuple = ()
     check: Callable | None = None
     readable: dict = field(default_factory=dict)
+    real_heads: str = "one"
 
     def reads(self) -> tuple:
         """Every setting this model reads, common ones first."""
@@ -131,6 +137,8 @@ def register(spec: ModelSpec, *, replace: bool = False) -> ModelSpec:
     """Add ``spec`` to the registry (``replace=True`` to redefine a name)."""
     if spec.part not in COMMON_SETTINGS:
         raise ValueError(f"part must be 1 or 2, got {spec.part!r}")
+    if spec.real_heads not in ("none", "one", "all"):
+        raise ValueError(f"real_heads must be 'none', 'one' or 'all', got {spec.real_heads!r}")
     if spec.name in _REGISTRY and not replace:
         raise ValueError(f"a model named {spec.name!r} is registered already")
     settings = sys.modules.get("dynamics.settings")

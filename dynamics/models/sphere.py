@@ -90,6 +90,16 @@ def _checked_beta(beta):
 
 
 def _build(values, given):
+    """Unit tokens (given features are normalised), ``M = W_V = I`` or drawn from the seed
+    (``sphere_weights``), or your own ``score_matrix`` and ``value_matrix``. A real head
+    (``weights="minilm"``) is refused: its constant feature column has no place on the
+    sphere."""
+    for name, plain in (("weights", "seed"), ("heads", "one")):
+        if values.get(name, plain) != plain:
+            raise ValueError(f"{name} must be {plain!r} for the sphere model (a real head's "
+                             "constant feature column has no place on the sphere); give "
+                             "your own score_matrix and value_matrix instead")
+    part_one.refuse_unused(values, given, momentum=False, slaved=True)
     beta = _checked_beta(values["beta"])
     N, d = values["n_tokens"], values["dim"]
     data = draw_initial_data(N, d, values["seed"])
@@ -98,6 +108,7 @@ def _build(values, given):
         M, W_V = np.eye(d), np.eye(d)
     else:
         M, W_V = data.M, data.W_V
+    M, W_V = given.get("score_matrix", M), given.get("value_matrix", W_V)
     prob = SphereProblem(M=M, W_V=W_V, beta=beta, gamma=1.0, kernel=values["sphere_kernel"])
     S = en.scores(X, M)
     Z = centre_rows(beta * S)
@@ -140,6 +151,7 @@ $N^2 e^\beta/(2\beta)$, reached when all tokens form one cluster.</p>""",
     build=_build, reproblem=_reproblem,
     stepper=ProjectedHeun, energy=interaction_energy, diagnostics=_diagnostics,
     not_applicable=("energy_residual",), energy_symbol="Eᵦ", identically_zero=SLAVED_ZERO,
+    real_heads="none",
     readable={"reference": _reference, "velocity": velocity,
               "interaction_energy": interaction_energy},
 ))
