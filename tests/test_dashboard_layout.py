@@ -44,17 +44,19 @@ def test_two_plots_share_a_row_beside_the_sidebar_at_1024_px(dash):
     dash.__panel__()
     ts = dash.timeseries
     beside_sidebar = 1024 - layout.SIDEBAR_WIDTH - 10
-    shrinking = (dash.trajectories.fig, ts.fig_kl, ts.fig_kl_log, ts.fig_energy,
-                 ts.fig_rate, ts.fig_distance)
-    for fig in shrinking:
+    shrinking = {ts.fig_kl: layout.MIN_PLOT_WIDTH, ts.fig_kl_log: layout.MIN_PLOT_WIDTH,
+                 ts.fig_energy: layout.MIN_PLOT_WIDTH, ts.fig_rate: layout.MIN_PLOT_WIDTH,
+                 ts.fig_distance: layout.MIN_PLOT_WIDTH,
+                 dash.trajectories.fig: layout.TOKENS_MIN_WIDTH}
+    for fig, narrowest in shrinking.items():
         pane = dash.plot_panes[fig]
         assert fig.sizing_mode == pane.sizing_mode == "stretch_width", fig.title.text
-        assert fig.min_width == layout.MIN_PLOT_WIDTH and fig.max_width >= 430
+        assert fig.min_width == narrowest and fig.max_width >= 430
         assert pane.max_width == fig.max_width
-        assert pane.styles["flex"] == f"1 1 {layout.MIN_PLOT_WIDTH}px"
+        assert pane.styles["flex"] == f"1 1 {narrowest}px"
     assert 2 * (layout.MIN_PLOT_WIDTH + 12) <= beside_sidebar
     heatmap = dash.heatmaps.figures[0].width + 12
-    assert heatmap + layout.MIN_PLOT_WIDTH + 12 <= beside_sidebar
+    assert heatmap + layout.TOKENS_MIN_WIDTH + 12 <= beside_sidebar
 
 
 def test_projector_mode_gives_shrinking_plots_its_size_and_gives_it_back(dash):
