@@ -38,6 +38,7 @@ from dynamics import RUNNING, Settings, Simulation
 
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .pinned import RunRecord, comparison_labels, safe_filename
+from .presets import validate as validate_preset
 from .ranges import LOG_FLOOR
 from .timeseries import coalesce, merge_gap
 from .trajectories import principal_axes
@@ -402,13 +403,18 @@ def download_buttons(dashboard):
 
 
 # -- headless: a tour's slides -------------------------------------------------
-def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES):
+def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES,
+               quench: Mapping | None = None):
     """Run ``settings`` from ``t = 0`` to ``t_end`` headless.
+
+    ``quench``: ``{"at_t": t, setting: value, ...}`` (a preset's quench), applied when
+    the run reaches ``t`` (a frame is kept just before it); the run continues from its
+    state, as on the page, and the change is in ``sim.changes``.
 
     Returns
     -------
     frames : list of dynamics.Frame
-        At most ``max_frames + 1``, evenly spaced in steps (the first and last kept).
+        At most ``max_frames + 2``, evenly spaced in steps (the first and last kept).
     sim : dynamics.Simulation
         The run (its status, message and changes).
     """
@@ -417,10 +423,20 @@ def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES):
     sim = Simulation(settings)
     n_steps = max(1, int(round(t_end / settings.dt)))
     every = max(1, math.ceil(n_steps / max_frames))
+    quench_step = None if quench is None else int(round(quench["at_t"] / settings.dt))
     frames = [sim.frame()]
     done = 0
     while done < n_steps and sim.status == RUNNING:
         chunk = min(every, n_steps - done)
+        if quench_step is not None and done + chunk >= quench_step:
+            sim.advance(quench_step - done)  # to the quench (possibly 0 steps)
+            done = quench_step
+            if frames[-1].t != sim.t:
+                frames.append(sim.frame())
+            sim.settings.param.update(**{k: v for k, v in quench.items() if k != "at_t"})
+            sim.sync()
+            quench_step = None
+            continue
         sim.advance(chunk)
         done += chunk
         frames.append(sim.frame())
@@ -434,8 +450,9 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
     ----------
     steps : iterable of mapping
         Each with ``"settings"`` (a mapping of settings; the others keep their
-        defaults) and ``"t_end"`` (> 0); optional ``"title"`` (names the file) and
-        ``"caption"`` or ``"text"`` (shown under the slide's title).
+        defaults) and ``"t_end"`` (> 0); optional ``"title"`` (names the file),
+        ``"caption"`` or ``"text"`` (shown under the slide's title) and ``"quench"``
+        (a preset's quench, :func:`run_frames`; marked on the time plots).
     out_dir : path
         Created if missing.
     formats : iterable of str
@@ -466,6 +483,12 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
             if not (isinstance(t_end, int | float) and not isinstance(t_end, bool)
                     and math.isfinite(t_end) and t_end > 0):
                 raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
+            quench = step.get("quench")
+            if quench is not None:
+                problems = validate_preset({"name": "quench", "caption": "", "settings": dict(
+                    step.get("settings", {})), "quench": quench})
+                if problems:
+                    raise ValueError("; ".join(problems))
         except (TypeError, ValueError) as err:
             raise ValueError(f"tour step {i}: {err}") from None
         checked.append((i, step, settings, float(t_end)))
@@ -473,7 +496,7 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for i, step, settings, t_end in checked:
-        frames, sim = run_frames(settings, t_end)
+        frames, sim = run_frames(settings, t_end, quench=step.get("quench"))
         run = SlideRun.from_frames(settings, frames, sim.changes)
         fig = slide_figure(run, caption=str(step.get("caption", step.get("text", ""))))
         stem = f"{i:02d}_{safe_filename(str(step.get('title', settings.model)))}"

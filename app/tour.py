@@ -86,21 +86,21 @@ def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]
 
 
 def slide_steps(tour: dict, presets: list[dict]) -> tuple[list[dict], list[str]]:
-    """The steps of ``tour`` as slides (:func:`app.slides.tour_figures`), and why the
-    others have none: a lab step (its plots are the lab's), a step with a quench (a
-    slide is one run at fixed settings)."""
+    """The steps of ``tour`` as slides (:func:`app.slides.tour_figures`; a step's quench
+    applied and marked), and why the others have none: a lab step (its plots are the
+    lab's)."""
     by_name = {p.get("name"): p for p in presets if isinstance(p, dict)}
     slides, skipped = [], []
     for i, step in enumerate(tour["steps"], start=1):
         preset = by_name.get(step.get("preset"))
         if step.get("tab", "main") == "lab" or preset is None:
             skipped.append(f"step {i} ({step['title']}): a lab step, no slide")
-        elif "quench" in preset:
-            skipped.append(f"step {i} ({step['title']}): a quench, no slide")
         else:
             slides.append({"title": step["title"], "text": f"{step['title']}. {step['text']}",
                            "settings": presets_module.preset_values(preset),
                            "t_end": step.get("t_end", SLIDE_T_END)})
+            if "quench" in preset:
+                slides[-1]["quench"] = dict(preset["quench"])
     return slides, skipped
 
 

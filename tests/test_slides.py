@@ -190,3 +190,34 @@ def test_mid_run_change_is_marked_on_the_time_plots():
         assert [t.get_text() for t in ax.texts if "→" in t.get_text()] == ["β 1 → 4"]
         marker = ax.get_lines()[-1]  # the vertical line, drawn last
         assert list(marker.get_xdata()) == [change.t, change.t]
+
+
+def test_a_quench_is_applied_and_marked_in_a_tour_slide(tmp_path):
+    """A tour step with a quench gets its slide (it was skipped): the run is stepped to
+    the quench time, changed there and continued (the protocol work is the jump of H),
+    and the change is marked on the slide's time plots."""
+    from app import presets as presets_module
+    from app.tour import load_tour, slide_steps
+
+    settings = Settings(model="canonical", n_tokens=5, dim=3)
+    frames, sim = slides.run_frames(settings, 0.6, max_frames=5,
+                                    quench={"at_t": 0.33, "beta": 3.0})
+    (change,) = sim.changes
+    assert change.t == pytest.approx(0.33) and sim.settings.beta == 3.0
+    t = [f.t for f in frames]
+    assert t[0] == 0 and t[-1] == pytest.approx(0.6) and any(abs(x - 0.33) < 1e-9 for x in t)
+    before = next(f for f in frames if abs(f.t - 0.33) < 1e-9)
+    plain, _ = slides.run_frames(Settings(model="canonical", n_tokens=5, dim=3), 0.33)
+    np.testing.assert_array_equal(before.features, plain[-1].features)  # the same run until then
+    run = slides.SlideRun.from_frames(sim.settings, frames, sim.changes)
+    fig = slides.slide_figure(run)
+    for key in ("kl", "energy", "rate"):
+        assert [x.get_text() for x in fig.slide_axes[key].texts if "→" in x.get_text()] == [
+            "β 1 → 3"]
+    # the shipped tour's quench step is a slide now; only the lab's steps are skipped
+    steps, skipped = slide_steps(load_tour(), presets_module.load_presets())
+    assert [s["quench"] for s in steps if "quench" in s] == [{"at_t": 3.0, "beta": 5.0}]
+    assert skipped and all("a lab step" in line for line in skipped)
+    with pytest.raises(ValueError, match="tour step 1: quench: 'at_t' must be a time"):
+        slides.tour_figures([{"settings": {}, "t_end": 1.0, "quench": {"beta": 2.0}}],
+                            tmp_path / "bad")
