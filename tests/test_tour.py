@@ -218,8 +218,8 @@ def test_projector_mode_keeps_four_plots_in_large_type_and_undoes_itself():
 
 
 def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):
-    """Every step of the main tab gets a 1920×1080 slide (a short tour here: two steps and
-    a lab step, run to t = 1); the lab step is named as skipped; a bad tour writes nothing."""
+    """Every step gets a 1920×1080 slide (a short tour here: two steps run to t = 1 and a
+    lab step, which gets the lab's plots); a bad tour writes nothing."""
     import matplotlib.image
 
     from app.__main__ import main
@@ -232,9 +232,10 @@ def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):
     assert main(["tour-slides", str(tmp_path / "out"), "--formats", "png",
                  "--tour", str(path)]) == 0
     files = sorted((tmp_path / "out").glob("*.png"))
-    assert [f.name[:3] for f in files] == ["01_", "02_"]
-    assert matplotlib.image.imread(files[0]).shape[:2] == (1080, 1920)
-    assert "a lab step, no slide" in capsys.readouterr().out
+    assert [f.name[:3] for f in files] == ["01_", "02_", "03_"]
+    for f in files:
+        assert matplotlib.image.imread(f).shape[:2] == (1080, 1920)
+    assert "no slide" not in capsys.readouterr().out
     short["steps"][0]["preset"] = "no such preset"
     path.write_text(__import__("json").dumps(short), encoding="utf-8")
     assert main(["tour-slides", str(tmp_path / "bad"), "--tour", str(path)]) == 2
