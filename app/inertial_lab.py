@@ -245,7 +245,7 @@ class InertialLab(pn.viewable.Viewer):
                     legend_label="explicit Euler")
         lay.scatter("l", "s", source=self.layer_src["kick_damp_drift"], color=COLORS[1],
                     size=5, marker="triangle", legend_label="kick-damp-drift")
-        legend_below(lay, ncols=3, label_width=100)
+        legend_below(lay, ncols=2, label_width=90)  # three columns are clipped at 1024 px
         self.theta_line = Span(location=1, dimension="width", line_color="gray",
                                line_dash="dotted")
         lay.add_layout(self.theta_line)
@@ -265,7 +265,7 @@ class InertialLab(pn.viewable.Viewer):
         for i, k in enumerate(self.soft_src):
             s.line("t", "s", source=self.soft_src[k], color=COLORS[i + 3], line_width=2,
                    legend_label=k.replace("softmax_", ""))
-        legend_below(s, ncols=3, label_width=60)
+        legend_below(s, ncols=3, label_width=76)  # "first_order" clear of "momentum"
         self.soft_fig = s
         self.figures = (self.eig_fig, self.cloud_fig, self.layer_fig, self.clouds_fig,
                         self.ham_fig, self.soft_fig)

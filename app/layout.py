@@ -12,6 +12,21 @@ import panel as pn
 
 #: Width of the sidebar of controls (px).
 SIDEBAR_WIDTH = 300
+#: Narrowest width of a plot that shrinks (px): two of them, with their margins, fit
+#: beside the sidebar in a 1024 px window (about 714 px are left for the plots).
+MIN_PLOT_WIDTH = 330
+#: Narrowest width of the tokens' plot (px): its long title and its toolbar fit above it.
+TOKENS_MIN_WIDTH = 372
+
+
+def flexible(fig, pane, min_width: int = MIN_PLOT_WIDTH) -> None:
+    """Let ``fig`` (drawn in ``pane``) shrink from its width down to ``min_width`` so
+    that two plots share a row of a narrow window (in one long column otherwise): a
+    flex item of basis ``min_width`` that grows up to the figure's own width (the pane
+    passes its sizes on to the figure). The heatmaps keep their fixed size (square
+    cells)."""
+    pane.param.update(sizing_mode="stretch_width", min_width=min_width,
+                      max_width=fig.width, styles={"flex": f"1 1 {min_width}px"})
 
 
 def plots(dashboard) -> pn.FlexBox:
@@ -33,6 +48,12 @@ def plots(dashboard) -> pn.FlexBox:
                dashboard.real_heads.grid_fig,
                ts.fig_kl, ts.fig_kl_log, ts.fig_energy, ts.fig_rate, ts.fig_distance)
     dashboard.plot_panes = {f: pn.pane.Bokeh(f, margin=(4, 6)) for f in figures}
+    for fig in (ts.fig_kl, ts.fig_kl_log, ts.fig_energy, ts.fig_rate, ts.fig_distance):
+        flexible(fig, dashboard.plot_panes[fig])
+    # the tokens' title and toolbar share a row above the plot: narrower, the toolbar
+    # would stick out of the plot (and the page scroll sideways)
+    tokens = dashboard.trajectories.fig
+    flexible(tokens, dashboard.plot_panes[tokens], min_width=TOKENS_MIN_WIDTH)
     return pn.FlexBox(*dashboard.plot_panes.values(),
                       flex_wrap="wrap", align_items="flex-start",
                       sizing_mode="stretch_width")

@@ -85,6 +85,9 @@ class Projector:
         for fig in kept:
             width, height = PLOT_SIZE
             self._set(fig, width=width, height=height)
+            if fig.sizing_mode == "stretch_width":  # one that shrinks (app.layout.flexible)
+                self._set(d.plot_panes[fig], min_width=width, max_width=width,
+                          styles={"flex": f"0 0 {width}px"})
             for obj, values in _text_props(fig).items():
                 self._set(obj, **values)
         lab = d.lab

@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dynamics import RUNNING, Settings, Simulation
+from dynamics.inertial.experiments import lab_settings, run_lab_experiment
 
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .pinned import RunRecord, comparison_labels, safe_filename
+from .presets import validate as validate_preset
 from .ranges import LOG_FLOOR
 from .timeseries import coalesce, merge_gap
 from .trajectories import principal_axes
@@ -401,14 +403,104 @@ def download_buttons(dashboard):
     return pn.Row(*buttons)
 
 
+# -- the inertial lab's slide -----------------------------------------------------
+def lab_slide_figure(result, title: str = "Inertial lab", caption: str = "") -> Figure:
+    """One 16:9 slide of the inertial lab's six plots for ``result`` (a
+    :class:`dynamics.inertial.experiments.LabResult`): eigenvalues of ``S(t)`` with
+    ``T_max`` and the accelerated blow-up, the token cloud, the layers with ``θ`` and
+    the first crossing, the three clouds, the Hamiltonian and the softmax flows.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Its axes are ``fig.slide_axes``: keys ``"eigenvalues"``, ``"cloud"``,
+        ``"layers"``, ``"clouds"``, ``"hamiltonian"``, ``"softmax"``.
+    """
+    from matplotlib.figure import Figure  # loaded only to draw a slide
+
+    fig = Figure(figsize=SLIDE_INCHES, dpi=DPI, layout="constrained")
+    text = plain_caption(caption)
+    fig.suptitle(title if not text else f"{title}\n{_wrap(text, 120)}", fontsize=15)
+    from .inertial_lab import CONTROLS  # the settings the lab shows
+
+    shown = ("model", "kernel_diag", "value_diag", *CONTROLS)
+    fig.supxlabel(_wrap(" · ".join(f"{k} = {result.settings[k]}" for k in shown
+                                   if k in result.settings), 190), fontsize=10, color="#333")
+    grid = fig.add_gridspec(2, 3)
+    names = ("eigenvalues", "cloud", "layers", "clouds", "hamiltonian", "softmax")
+    axes = {k: fig.add_subplot(grid[i // 3, i % 3]) for i, k in enumerate(names)}
+    ax = axes["eigenvalues"]
+    for curves, color, ls, label in ((result.first_order_eigenvalues, "C0", "-", "first order"),
+                                     (result.accelerated_eigenvalues, "C3", ":",
+                                      "accelerated")):
+        for k, c in enumerate(curves):
+            ax.plot(c.x, c.y, color=color, ls=ls, lw=2, label=label if k == 0 else None)
+    for t, color, label in ((result.first_order_time, "C0", "T_max"),
+                            (result.accelerated_time, "C3", "blow-up")):
+        if math.isfinite(t):
+            ax.axvline(t, color=color, ls="--", lw=1.5)
+            ax.annotate(f"{label} = {t:.3f}", (t, 0.55), xycoords=("data", "axes fraction"),
+                        ha="right", fontsize=10, color=color, xytext=(-3, 0),
+                        textcoords="offset points")
+    ax.set(yscale="log", xlabel="time t", ylabel="eigenvalue of S(t)",
+           title="Eigenvalues of S(t)")
+    ax = axes["cloud"]
+    ax.scatter(*result.data.X0[:, :2].T, color="gray", s=18, label="t = 0")
+    ax.scatter(*result.later_cloud[:, :2].T, color="C3", s=18,
+               label=f"first order, t = {result.cloud_time:.3g}")
+    ax.set(xlabel="x₁", ylabel="x₂", title="Token cloud (first two coordinates)")
+    ax = axes["layers"]
+    layers = result.layers
+    ax.plot(layers["continuous"].x, layers["continuous"].y, color="black", lw=2,
+            label="continuous, t/h")
+    ax.scatter(layers["euler"].x, layers["euler"].y, color="C0", s=14, label="explicit Euler")
+    ax.scatter(layers["kick_damp_drift"].x, layers["kick_damp_drift"].y, color="C3", s=18,
+               marker="^", label="kick-damp-drift")
+    ax.axhline(result.theta, color="gray", ls=":", lw=1)
+    if result.crossing_layer is not None:
+        ax.axvline(result.crossing_layer, color="C3", ls="--", lw=1.5)
+        predicted = "" if result.predicted_layer is None else \
+            f" (⌈T_θ/h⌉ = {result.predicted_layer})"
+        ax.annotate(f"crossing {result.crossing_layer}{predicted}", (result.crossing_layer,
+                    0.55), xycoords=("data", "axes fraction"), ha="right", fontsize=10,
+                    color="C3", xytext=(-3, 0), textcoords="offset points")
+    ax.set(yscale="log", xlabel="layer l (depth l·h)", ylabel="λ_max(S_l)",
+           title=f"Layers of step h = {result.layer_h:g}, θ = {result.theta:g}")
+    ax = axes["clouds"]
+    for (name, c), ls in zip(result.cloud_moments.items(), cycle(("-", "--", ":")),
+                             strict=False):
+        ax.plot(c.x, c.y, ls=ls, lw=2, label=name)
+    ax.set(yscale="log", xlabel="time t", ylabel="λ_max(S)",
+           title="Three clouds with the same S(0)")
+    ax = axes["hamiltonian"]
+    ax.plot(result.hamiltonian.x, result.hamiltonian.y, lw=2)
+    ax.set(xlabel="time t", ylabel="H(S, P)", title="Hamiltonian H(S, P), accelerated")
+    ax = axes["softmax"]
+    for name, c in result.softmax.items():
+        if len(c.x):
+            ax.plot(c.x, c.y, lw=2, label=name.replace("softmax_", ""))
+    ax.set(yscale="log", xlabel="time t", ylabel="λ_max(S)",
+           title="Softmax attention: three flows")
+    for key in ("eigenvalues", "cloud", "layers", "clouds", "softmax"):
+        if axes[key].get_legend_handles_labels()[0]:
+            axes[key].legend(fontsize=9)
+    fig.slide_axes = axes
+    return fig
+
+
 # -- headless: a tour's slides -------------------------------------------------
-def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES):
+def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES,
+               quench: Mapping | None = None):
     """Run ``settings`` from ``t = 0`` to ``t_end`` headless.
+
+    ``quench``: ``{"at_t": t, setting: value, ...}`` (a preset's quench), applied when
+    the run reaches ``t`` (a frame is kept just before it); the run continues from its
+    state, as on the page, and the change is in ``sim.changes``.
 
     Returns
     -------
     frames : list of dynamics.Frame
-        At most ``max_frames + 1``, evenly spaced in steps (the first and last kept).
+        At most ``max_frames + 2``, evenly spaced in steps (the first and last kept).
     sim : dynamics.Simulation
         The run (its status, message and changes).
     """
@@ -417,10 +509,20 @@ def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES):
     sim = Simulation(settings)
     n_steps = max(1, int(round(t_end / settings.dt)))
     every = max(1, math.ceil(n_steps / max_frames))
+    quench_step = None if quench is None else int(round(quench["at_t"] / settings.dt))
     frames = [sim.frame()]
     done = 0
     while done < n_steps and sim.status == RUNNING:
         chunk = min(every, n_steps - done)
+        if quench_step is not None and done + chunk >= quench_step:
+            sim.advance(quench_step - done)  # to the quench (possibly 0 steps)
+            done = quench_step
+            if frames[-1].t != sim.t:
+                frames.append(sim.frame())
+            sim.settings.param.update(**{k: v for k, v in quench.items() if k != "at_t"})
+            sim.sync()
+            quench_step = None
+            continue
         sim.advance(chunk)
         done += chunk
         frames.append(sim.frame())
@@ -434,8 +536,11 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
     ----------
     steps : iterable of mapping
         Each with ``"settings"`` (a mapping of settings; the others keep their
-        defaults) and ``"t_end"`` (> 0); optional ``"title"`` (names the file) and
-        ``"caption"`` or ``"text"`` (shown under the slide's title).
+        defaults) and ``"t_end"`` (> 0); optional ``"title"`` (names the file),
+        ``"caption"`` or ``"text"`` (shown under the slide's title) and ``"quench"``
+        (a preset's quench, :func:`run_frames`; marked on the time plots); a step
+        with ``"lab_settings"`` instead (the inertial lab's settings) gets the lab's
+        slide (:func:`lab_slide_figure`).
     out_dir : path
         Created if missing.
     formats : iterable of str
@@ -461,11 +566,20 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
         if not isinstance(step, Mapping):
             raise ValueError(f"tour step {i}: expected a mapping, got {type(step).__name__}")
         try:
+            if "lab_settings" in step:  # the lab's slide
+                checked.append((i, step, lab_settings(dict(step["lab_settings"])), None))
+                continue
             settings = Settings.from_mapping(dict(step.get("settings", {})))
             t_end = step.get("t_end")
             if not (isinstance(t_end, int | float) and not isinstance(t_end, bool)
                     and math.isfinite(t_end) and t_end > 0):
                 raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
+            quench = step.get("quench")
+            if quench is not None:
+                problems = validate_preset({"name": "quench", "caption": "", "settings": dict(
+                    step.get("settings", {})), "quench": quench})
+                if problems:
+                    raise ValueError("; ".join(problems))
         except (TypeError, ValueError) as err:
             raise ValueError(f"tour step {i}: {err}") from None
         checked.append((i, step, settings, float(t_end)))
@@ -473,9 +587,14 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for i, step, settings, t_end in checked:
-        frames, sim = run_frames(settings, t_end)
-        run = SlideRun.from_frames(settings, frames, sim.changes)
-        fig = slide_figure(run, caption=str(step.get("caption", step.get("text", ""))))
+        caption = str(step.get("caption", step.get("text", "")))
+        if t_end is None:
+            fig = lab_slide_figure(run_lab_experiment(settings),
+                                   str(step.get("title", "Inertial lab")), caption)
+        else:
+            frames, sim = run_frames(settings, t_end, quench=step.get("quench"))
+            run = SlideRun.from_frames(settings, frames, sim.changes)
+            fig = slide_figure(run, caption=caption)
         stem = f"{i:02d}_{safe_filename(str(step.get('title', settings.model)))}"
         for fmt in formats:
             path = out / f"{stem}.{fmt}"

@@ -155,7 +155,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines["kl_bound" + suffix] = fig.line(
                 "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
                 line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
-            legend_below(fig, ncols=2, label_width=120)
+            legend_below(fig, ncols=2, label_width=100)
 
         self.fig_energy = _figure("Energy balance (zero residual ⇔ dissipation law)",
                                   "energy (score units)", height=300)
@@ -170,7 +170,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines[key] = self.fig_energy.line(
                 "t", key, source=src, color=color, line_dash=dash, line_width=2,
                 legend_label=label)
-        legend_below(self.fig_energy, ncols=2, label_width=150)
+        legend_below(self.fig_energy, ncols=2, label_width=100)
 
         self.fig_rate = _figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
                                 "D (score units / time)")

@@ -85,28 +85,42 @@ def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]
     return errors
 
 
-def slide_steps(tour: dict, presets: list[dict]) -> tuple[list[dict], list[str]]:
-    """The steps of ``tour`` as slides (:func:`app.slides.tour_figures`), and why the
-    others have none: a lab step (its plots are the lab's), a step with a quench (a
-    slide is one run at fixed settings)."""
+def slide_steps(tour: dict, presets: list[dict],
+                lab_presets: list[dict] | None = None) -> tuple[list[dict], list[str]]:
+    """The steps of ``tour`` as slides (:func:`app.slides.tour_figures`): a step of the
+    main tab its run (its quench applied and marked), a lab step the lab's plots at its
+    preset (``lab_presets``, default the shipped ones); and the steps that have none
+    (a preset that does not exist), with why."""
     by_name = {p.get("name"): p for p in presets if isinstance(p, dict)}
+    lab_by_name = {p["name"]: p for p in (
+        load_lab_presets()[0] if lab_presets is None else lab_presets)}
     slides, skipped = [], []
     for i, step in enumerate(tour["steps"], start=1):
+        text = f"{step['title']}. {step['text']}"
+        if step.get("tab", "main") == "lab":
+            lab = lab_by_name.get(step.get("lab_preset"))
+            if lab is None:
+                skipped.append(f"step {i} ({step['title']}): no lab preset, no slide")
+            else:
+                slides.append({"title": step["title"], "text": text,
+                               "lab_settings": dict(lab["settings"])})
+            continue
         preset = by_name.get(step.get("preset"))
-        if step.get("tab", "main") == "lab" or preset is None:
-            skipped.append(f"step {i} ({step['title']}): a lab step, no slide")
-        elif "quench" in preset:
-            skipped.append(f"step {i} ({step['title']}): a quench, no slide")
-        else:
-            slides.append({"title": step["title"], "text": f"{step['title']}. {step['text']}",
-                           "settings": presets_module.preset_values(preset),
-                           "t_end": step.get("t_end", SLIDE_T_END)})
+        if preset is None:
+            skipped.append(f"step {i} ({step['title']}): no preset, no slide")
+            continue
+        slides.append({"title": step["title"], "text": text,
+                       "settings": presets_module.preset_values(preset),
+                       "t_end": step.get("t_end", SLIDE_T_END)})
+        if "quench" in preset:
+            slides[-1]["quench"] = dict(preset["quench"])
     return slides, skipped
 
 
 def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> list[Path]:
     """Write the slides of ``tour`` (default the shipped one) into ``out_dir``: every
-    step of the main tab, run headless (about 3 s a step). Prints the steps skipped."""
+    step, run headless (about 3 s a step; a lab step: the lab's plots). Prints the steps
+    skipped."""
     from . import slides as slides_module  # matplotlib: loaded only to draw slides
 
     tour = load_tour() if tour is None else tour

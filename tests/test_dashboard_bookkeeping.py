@@ -166,3 +166,27 @@ def test_the_changes_of_one_drag_make_one_marker():
     assert len(d.sim.changes) == 5
     assert [m[2] for m in d.timeseries.markers] == ["β 1 → 2"]
     assert len(list(d.timeseries.fig_energy.references())) == models
+
+
+def test_separate_changes_add_no_bokeh_models_to_any_plot():
+    """Changes far apart are separate markers, and still no plot of the page gains a
+    Bokeh model (the marker rows live in one source per plot); counted over the whole
+    page, not one figure."""
+    d = Dashboard(playing=False)
+    d.__panel__()
+    for _ in range(3):
+        d.tick()
+
+    def count():
+        return sum(len(list(fig.references())) for fig in d.plot_panes)
+
+    models = count()
+    for beta in (2.0, 3.0, 1.5, 4.0):
+        d.sim.settings.beta = beta
+        for _ in range(10):  # more than a drag's three frames apart: a marker each
+            d.tick()
+    d.sim.settings.gamma = 2.0
+    d.tick()
+    assert [m[2] for m in d.timeseries.markers] == [
+        "β 1 → 2", "β 2 → 3", "β 3 → 1.5", "β 1.5 → 4", "γ 1 → 2"]
+    assert count() == models

@@ -23,6 +23,9 @@ def test_after_reset_the_axes_are_readable(dash):
         assert x.start <= 0 < 1 <= x.end < 2, (fig.title.text, x.start, x.end)
     y = ts.fig_energy.y_range  # every energy line is 0 at t = 0
     assert y.end - y.start >= 1
+    # ... and drawn from there: the zero residual line started late (issue #13, item 6)
+    for key in ("d_energy", "budget", "dissipated", "residual"):
+        assert list(ts.source.data[key]) == [0.0], key
 
 
 @pytest.mark.parametrize("model", ["reduced", "transformer"])

@@ -41,7 +41,7 @@ def _all_finite(source):
 
 def test_presets_are_valid():
     presets, errors = load_presets()
-    assert not errors and len(presets) == 5
+    assert not errors and len(presets) == 6
 
 
 def test_each_preset_runs_with_finite_data():

@@ -190,3 +190,67 @@ def test_mid_run_change_is_marked_on_the_time_plots():
         assert [t.get_text() for t in ax.texts if "→" in t.get_text()] == ["β 1 → 4"]
         marker = ax.get_lines()[-1]  # the vertical line, drawn last
         assert list(marker.get_xdata()) == [change.t, change.t]
+
+
+def test_a_quench_is_applied_and_marked_in_a_tour_slide(tmp_path):
+    """A tour step with a quench gets its slide (it was skipped): the run is stepped to
+    the quench time, changed there and continued (the protocol work is the jump of H),
+    and the change is marked on the slide's time plots."""
+    from app import presets as presets_module
+    from app.tour import load_tour, slide_steps
+
+    settings = Settings(model="canonical", n_tokens=5, dim=3)
+    frames, sim = slides.run_frames(settings, 0.6, max_frames=5,
+                                    quench={"at_t": 0.33, "beta": 3.0})
+    (change,) = sim.changes
+    assert change.t == pytest.approx(0.33) and sim.settings.beta == 3.0
+    t = [f.t for f in frames]
+    assert t[0] == 0 and t[-1] == pytest.approx(0.6) and any(abs(x - 0.33) < 1e-9 for x in t)
+    before = next(f for f in frames if abs(f.t - 0.33) < 1e-9)
+    plain, _ = slides.run_frames(Settings(model="canonical", n_tokens=5, dim=3), 0.33)
+    np.testing.assert_array_equal(before.features, plain[-1].features)  # the same run until then
+    run = slides.SlideRun.from_frames(sim.settings, frames, sim.changes)
+    fig = slides.slide_figure(run)
+    for key in ("kl", "energy", "rate"):
+        assert [x.get_text() for x in fig.slide_axes[key].texts if "→" in x.get_text()] == [
+            "β 1 → 3"]
+    # every step of the shipped tour is a slide now, its quench step's with the quench
+    tour = load_tour()
+    steps, skipped = slide_steps(tour, presets_module.load_presets())
+    assert [s["quench"] for s in steps if "quench" in s] == [{"at_t": 3.0, "beta": 5.0}]
+    assert skipped == [] and len(steps) == len(tour["steps"])
+    with pytest.raises(ValueError, match="tour step 1: quench: 'at_t' must be a time"):
+        slides.tour_figures([{"settings": {}, "t_end": 1.0, "quench": {"beta": 2.0}}],
+                            tmp_path / "bad")
+
+
+def test_a_lab_step_slide_draws_the_labs_plots(tmp_path):
+    """A lab step of a tour gets a 16:9 slide of the lab's six plots (it was skipped):
+    T_max and the accelerated blow-up marked at their times, the layers' first crossing,
+    the three softmax flows; the settings in the footer; a bad lab setting is refused
+    naming the step, nothing written."""
+    from app.inertial_lab import load_presets
+    from dynamics.inertial.experiments import run_lab_experiment
+
+    preset = next(p for p in load_presets()[0]
+                  if p["name"] == "momentum delays but does not prevent blow-up")
+    result = run_lab_experiment(preset["settings"])
+    fig = slides.lab_slide_figure(result, "Momentum delays the blow-up", "Compare the markers.")
+    axes = fig.slide_axes
+    marks = {t.get_text() for t in axes["eigenvalues"].texts}
+    assert marks == {f"T_max = {result.first_order_time:.3f}",
+                     f"blow-up = {result.accelerated_time:.3f}"}
+    assert result.first_order_time == pytest.approx(1.0, rel=1e-3)
+    vlines = [line.get_xdata()[0] for line in axes["eigenvalues"].get_lines()
+              if len(line.get_xdata()) == 2 and line.get_xdata()[0] == line.get_xdata()[1]]
+    assert vlines == [result.first_order_time, result.accelerated_time]
+    assert [t.get_text() for t in axes["layers"].texts] == [
+        f"crossing {result.crossing_layer} (⌈T_θ/h⌉ = {result.predicted_layer})"]
+    softmax = axes["softmax"].get_lines()
+    assert [line.get_label() for line in softmax] == ["inertial", "momentum", "first_order"]
+    np.testing.assert_array_equal(softmax[0].get_ydata(), result.softmax["softmax_inertial"].y)
+    assert "alpha = 1.0" in fig._supxlabel.get_text()
+    assert imread(io.BytesIO(slides.figure_bytes(fig, "png"))).shape[:2] == (1080, 1920)
+    with pytest.raises(ValueError, match="tour step 1: A diagonal must be"):
+        slides.tour_figures([{"lab_settings": {"kernel_diag": "x"}}], tmp_path / "bad")
+    assert not (tmp_path / "bad").exists() or list((tmp_path / "bad").iterdir()) == []

@@ -116,6 +116,18 @@ def _check_lab(step):
         curves = list(r.cloud_moments.values())
         for c in curves[1:]:
             np.testing.assert_allclose(c.y, curves[0].y, rtol=claim["tolerance"])
+    elif kind == "softmax_momentum_slower":  # from rest: inertial ≤ momentum-only ≤ first order
+        curves = r.softmax
+        first, momentum, inertial = (curves[k] for k in (
+            "softmax_first_order", "softmax_momentum", "softmax_inertial"))
+        n = len(first.y)
+        assert n > 10 and len(momentum.y) == len(inertial.y) == n  # none stopped early
+        np.testing.assert_array_equal(first.x, inertial.x)
+        assert first.y[0] == pytest.approx(inertial.y[0], rel=1e-12)  # one start
+        assert np.all(inertial.y[1:] < momentum.y[1:]) and np.all(momentum.y[1:] < first.y[1:])
+        at = np.searchsorted(first.x, claim["t"] - 1e-9)
+        assert first.x[at] == pytest.approx(claim["t"])
+        assert inertial.y[at] < claim["ratio_below"] * first.y[at]
     elif kind == "layer_crossing":
         assert r.crossing_layer is not None and r.predicted_layer is not None
         assert abs(r.crossing_layer - r.predicted_layer) <= claim["tolerance"]
@@ -162,7 +174,7 @@ def _step_of(preset: str) -> int:
 def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     d = Dashboard(playing=False, query={"tour_step": "1"})
     d.__panel__()
-    assert "Tour 1/18" in d.tour.title.object and d.settings.path == "static"
+    assert "Tour 1/19" in d.tour.title.object and d.settings.path == "static"
     while d.sim.t < 5.5:
         d.tick()
     guide = d.timeseries.guides.slope.data
@@ -171,7 +183,7 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert slope == pytest.approx(-2 * lam, rel=1e-12)
     assert d.timeseries.guides.slope_line.visible
     d.tour.keys.forward += 1  # the → key
-    assert d.tour_step == 2 and "Tour 2/18" in d.tour.title.object
+    assert d.tour_step == 2 and "Tour 2/19" in d.tour.title.object
     assert d.settings.weights == "minilm" and d.timeseries.guides.slope_line.visible
     d.tour_step = _step_of("Attention at rest under noise")
     assert not d.timeseries.guides.slope_line.visible
@@ -206,8 +218,8 @@ def test_projector_mode_keeps_four_plots_in_large_type_and_undoes_itself():
 
 
 def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):
-    """Every step of the main tab gets a 1920×1080 slide (a short tour here: two steps and
-    a lab step, run to t = 1); the lab step is named as skipped; a bad tour writes nothing."""
+    """Every step gets a 1920×1080 slide (a short tour here: two steps run to t = 1 and a
+    lab step, which gets the lab's plots); a bad tour writes nothing."""
     import matplotlib.image
 
     from app.__main__ import main
@@ -220,9 +232,10 @@ def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):
     assert main(["tour-slides", str(tmp_path / "out"), "--formats", "png",
                  "--tour", str(path)]) == 0
     files = sorted((tmp_path / "out").glob("*.png"))
-    assert [f.name[:3] for f in files] == ["01_", "02_"]
-    assert matplotlib.image.imread(files[0]).shape[:2] == (1080, 1920)
-    assert "a lab step, no slide" in capsys.readouterr().out
+    assert [f.name[:3] for f in files] == ["01_", "02_", "03_"]
+    for f in files:
+        assert matplotlib.image.imread(f).shape[:2] == (1080, 1920)
+    assert "no slide" not in capsys.readouterr().out
     short["steps"][0]["preset"] = "no such preset"
     path.write_text(__import__("json").dumps(short), encoding="utf-8")
     assert main(["tour-slides", str(tmp_path / "bad"), "--tour", str(path)]) == 2
@@ -245,3 +258,57 @@ def test_projector_mode_follows_the_model_to_the_sphere_and_back():
     assert [f for f in d.plot_panes if f.visible] == list(kept)
     d.projector = False
     assert d.heatmaps.fig_softmax.visible and not any(f.visible for f in d.clustering.figures)
+
+
+def test_next_back_and_end_buttons_move_through_the_tour():
+    """The buttons, not only the keys: Next and Back move one step (disabled at the ends),
+    End leaves the tour."""
+    d = Dashboard(playing=False, query={"tour_step": "1"})
+    d.__panel__()
+    tour = d.tour
+    assert tour.back.disabled and not tour.next.disabled
+    tour.next.clicks += 1
+    assert d.tour_step == 2 and "Tour 2/" in tour.title.object and not tour.back.disabled
+    tour.back.clicks += 1
+    assert d.tour_step == 1
+    d.tour_step = len(TOUR["steps"])
+    assert tour.next.disabled
+    tour.next.clicks += 1
+    assert d.tour_step == len(TOUR["steps"])  # stays at the last step
+    tour.end.clicks += 1
+    assert d.tour_step == 0 and not tour._panel.visible
+
+
+def test_the_quench_step_marks_its_quench_on_the_plots():
+    """The quench step loads its preset, and its quench, once run past, is marked."""
+    d = Dashboard(playing=False, query={"tour_step": str(_step_of("β quench at t = 3"))})
+    d.__panel__()
+    quench = PRESETS["β quench at t = 3"]["quench"]
+    assert d.timeseries.markers == []
+    while d.sim.t < quench["at_t"] + 0.2:
+        d.tick()
+    ((t_first, _, label),) = d.timeseries.markers
+    assert t_first == pytest.approx(quench["at_t"], abs=d.settings.dt) and label.startswith("β ")
+
+
+def test_projector_mode_draws_in_black_with_thicker_lines():
+    """High contrast: black titles, axis and tick labels; every line 1.75 times thicker;
+    all of it given back when switched off."""
+    from app.projector import LINE_SCALE
+
+    d = Dashboard(playing=False)
+    d.__panel__()
+    energy = d.timeseries.fig_energy
+    widths = {r: r.glyph.line_width for r in energy.renderers
+              if isinstance(getattr(r.glyph, "line_width", None), (int, float))}
+    assert widths
+    d.projector = True
+    for fig in d.projector_mode.shown_figures():
+        assert fig.title.text_color == "black"
+        for axis in (*fig.xaxis, *fig.yaxis):
+            assert axis.axis_label_text_color == axis.major_label_text_color == "black"
+    for r, width in widths.items():
+        assert r.glyph.line_width == pytest.approx(width * LINE_SCALE)
+    d.projector = False
+    assert {r: r.glyph.line_width for r in widths} == widths
+    assert energy.title.text_color != "black"

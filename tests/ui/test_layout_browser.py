@@ -26,6 +26,15 @@ PLOT_BOXES = """
   .filter(b => b.w > 0 && b.h > 0)
 """
 
+#: The legends shown: their right edge and their plot's width (canvas pixels).
+LEGENDS = """
+() => [...Bokeh.index.all_views()]
+  .filter(v => v.model.type === "Legend" && v.model.visible && v.parent && v.parent.el
+               && v.parent.el.checkVisibility({visibilityProperty: true}))
+  .map(v => ({title: String(v.parent.model.title.text), right: v.bbox.right,
+              width: v.parent.bbox.width}))
+"""
+
 
 def _overlaps(a, b, tol=1.0):
     return (a["x"] + a["w"] > b["x"] + tol and b["x"] + b["w"] > a["x"] + tol
@@ -40,6 +49,9 @@ def _check_page(page, width, at_least):
         for b in boxes[i + 1:]:
             assert not _overlaps(a, b), (width, a, b)
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # no legend is cut off at its plot's right edge (its 2 px padding and margin may be)
+    for legend in page.evaluate(LEGENDS):
+        assert legend["right"] <= legend["width"] + 4, (width, legend)
     return boxes
 
 
@@ -61,6 +73,11 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         page.wait_for_timeout(1500)
         # heatmaps (3), tokens, KL, energy, rate
         boxes = _check_page(page, width, at_least=7)
+        # not one long column beside the sidebar: at 1024 px the plots shared no row
+        # (seven rows); the plots that shrink now pair up
+        tops = sorted(b["y"] for b in boxes)
+        rows = [y for i, y in enumerate(tops) if i == 0 or y > tops[i - 1] + 20]
+        assert len(rows) <= 4, (width, tops)
         # the controls: inside the window, and beside (not under) the plots
         for control in (page.get_by_role("button", name="Load preset"),
                         page.get_by_role("button", name="Apply pasted settings"),
