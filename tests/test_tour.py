@@ -87,6 +87,20 @@ def _check_main(step):
         ratio = d["kl"][1:] / d["kl_bound"][1:]
         assert ratio.max() >= TIGHT  # tight somewhere (early), as the step says,
         assert ratio[t[1:] >= claim["after"]].max() < 0.02  # and loose on the plateau
+    elif kind == "budget":  # a prescribed path: F(t) − F(0) = W − ∫D, with work done
+        f, work, dissipated = d["free_energy"], d["work"], d["dissipated"]
+        assert work[-1] > claim["work_above"] and np.all(np.diff(dissipated) >= 0.0)
+        assert dissipated[-1] > 0.1 * work[-1]  # both terms matter
+        np.testing.assert_allclose(f - f[0], work - dissipated, rtol=0.0,
+                                   atol=1e-3 * work[-1])
+        # the work is −∫⟨A, dS/dt⟩: against the trapezoidal rule on the frames' A and
+        # S = X M Xᵀ (measured 1.8e-4 apart)
+        M = Simulation(Settings(**values)).problem.M
+        dS = np.gradient(np.einsum("kia,ab,kjb->kij", run.features, M, run.features), t, axis=0)
+        power = -np.einsum("kij,kij->k", run.attention, dS)
+        trapezoid = np.concatenate([[0.0], np.cumsum(0.5 * (power[1:] + power[:-1])
+                                                     * np.diff(t))])
+        assert trapezoid[-1] == pytest.approx(work[-1], rel=1e-3)
     elif kind == "converges":
         assert d["kl"][-1] < claim["below"] and d["kl"][0] > 100 * claim["below"]
     elif kind == "energy_law":
@@ -174,7 +188,7 @@ def _step_of(preset: str) -> int:
 def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     d = Dashboard(playing=False, query={"tour_step": "1"})
     d.__panel__()
-    assert "Tour 1/19" in d.tour.title.object and d.settings.path == "static"
+    assert "Tour 1/20" in d.tour.title.object and d.settings.path == "static"
     while d.sim.t < 5.5:
         d.tick()
     guide = d.timeseries.guides.slope.data
@@ -183,7 +197,7 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert slope == pytest.approx(-2 * lam, rel=1e-12)
     assert d.timeseries.guides.slope_line.visible
     d.tour.keys.forward += 1  # the → key
-    assert d.tour_step == 2 and "Tour 2/19" in d.tour.title.object
+    assert d.tour_step == 2 and "Tour 2/20" in d.tour.title.object
     assert d.settings.weights == "minilm" and d.timeseries.guides.slope_line.visible
     d.tour_step = _step_of("Attention at rest under noise")
     assert not d.timeseries.guides.slope_line.visible
