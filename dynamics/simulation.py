@@ -31,7 +31,7 @@ import numpy as np
 from . import energy as en
 from . import models as registry
 from .frame import DIVERGED, FAILED, RUNNING, Frame
-from .models.part_one import confinement_notice
+from .models.part_one import UnusedArrays, confinement_notice
 from .noise import NoiseClock, noise_scale, perturb_logits, softmax_with_log
 from .settings import Settings
 from .state import State, check_initial_arrays
@@ -103,7 +103,7 @@ class Simulation:
         self._given = check_initial_arrays(
             self.settings.values(), features, momenta, attention, score_matrix=score_matrix,
             value_matrix=value_matrix, kernel=kernel, value=value)
-        self._restart()
+        self._restart(first=True)
 
     # -- public interface -------------------------------------------------
     @property
@@ -241,9 +241,12 @@ class Simulation:
                      heads=arrays.get("heads"))
 
     # -- the loop -------------------------------------------------------
-    def _restart(self) -> None:
+    def _restart(self, first: bool = False) -> None:
         """Build the run of the current settings; nothing changes if the build fails (its
-        ``ValueError`` says why, and the next call tries again)."""
+        ``ValueError`` says why, and the next call tries again). Arrays given for the
+        first run that a later model has no use for (momenta of a first-order flow) are
+        left out of its run and serve the models that use them; the first run refuses
+        them."""
         s = self.settings
         seen, values = s.changes, s.values()
         spec = registry.get(values["model"])
@@ -251,7 +254,13 @@ class Simulation:
             given = check_initial_arrays(values, **self._given)
         except ValueError:
             given = {}
-        problem, state = spec.build(values, given)
+        try:
+            problem, state = spec.build(values, given)
+        except UnusedArrays as unused:
+            if first:
+                raise
+            problem, state = spec.build(
+                values, {k: v for k, v in given.items() if k not in unused.names})
         stepper = spec.stepper(problem)
         self._seen, self._values, self.spec = seen, values, spec
         self._dt, self._norm_limit = values["dt"], values["norm_limit"]

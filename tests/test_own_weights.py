@@ -110,6 +110,26 @@ def test_arrays_a_model_has_no_use_for_are_refused(model, kwargs, words):
         Simulation(Settings(model=model, n_tokens=3, dim=2), **kwargs)
 
 
+def test_a_later_model_leaves_out_the_arrays_it_has_no_use_for():
+    """Momenta given with a canonical run: a switch to a first-order flow (the page's model
+    menu after an upload) runs your features without them (it raised inside the page's
+    setting watcher), and a switch back runs them again."""
+    rng = np.random.default_rng(3)
+    X, P = rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
+    s = Settings(model="canonical", n_tokens=3, dim=2)
+    sim = Simulation(s, features=X, momenta=P)
+    for model in ("transformer", "reduced", "sphere"):
+        s.model = model
+        assert sim.sync() == "restart" and sim.model == model
+        if model != "sphere":  # (the sphere puts the features on it)
+            np.testing.assert_array_equal(sim.state.X, X)
+        assert np.all(np.isfinite(sim.step(3).features))
+    s.model = "canonical"
+    sim.sync()
+    np.testing.assert_array_equal(sim.state.X, X)
+    np.testing.assert_array_equal(sim.state.P, P)
+
+
 @pytest.mark.parametrize("model, kwargs, words", [
     ("linear", {"kernel": np.ones((3, 2))}, r"kernel must have shape \(2, 2\)"),
     ("linear", {"value": np.full((2, 2), np.inf)}, "value must be finite"),

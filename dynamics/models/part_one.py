@@ -170,15 +170,24 @@ def build(values, given, *, problem_type=Problem, path=False, momentum=True, sla
     return prob, State(t=0.0, X=X, P=P, Z=Z, A=en.rowsoftmax(Z), S=S, S_dot=S_dot, B=B)
 
 
+class UnusedArrays(ValueError):
+    """Given arrays the model has no use for (``names``)."""
+
+    def __init__(self, message, names):
+        super().__init__(message)
+        self.names = tuple(names)
+
+
 def refuse_unused(values, given, *, momentum=True, slaved=False):
-    """A ``ValueError`` naming a given array the model has no use for: ``momenta`` of a
-    first-order model, ``attention`` of a model whose attention is ``A*(X)``."""
+    """An :class:`UnusedArrays` (a ``ValueError``) naming a given array the model has no
+    use for: ``momenta`` of a first-order model, ``attention`` of a model whose attention
+    is ``A*(X)``."""
     unused = [name for name, used in (("momenta", momentum), ("attention", not slaved))
               if name in given and not used]
     if unused:
-        raise ValueError(f"model {values['model']!r} has no {' and no '.join(unused)} of its "
+        raise UnusedArrays(f"model {values['model']!r} has no {' and no '.join(unused)} of its "
                          f"own (first order, or attention slaved to A*(X)): give no "
-                         f"{', '.join(unused)}")
+                         f"{', '.join(unused)}", unused)
 
 
 def first_order_reference(velocity):
