@@ -506,7 +506,7 @@ def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES,
     """
     if not (isinstance(t_end, int | float) and math.isfinite(t_end) and t_end > 0):
         raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
-    sim = Simulation(settings)
+    sim = Simulation(settings.copy())  # a quench changes the run's own settings only
     n_steps = max(1, int(round(t_end / settings.dt)))
     every = max(1, math.ceil(n_steps / max_frames))
     quench_step = None if quench is None else int(round(quench["at_t"] / settings.dt))

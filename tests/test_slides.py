@@ -204,6 +204,7 @@ def test_a_quench_is_applied_and_marked_in_a_tour_slide(tmp_path):
                                     quench={"at_t": 0.33, "beta": 3.0})
     (change,) = sim.changes
     assert change.t == pytest.approx(0.33) and sim.settings.beta == 3.0
+    assert settings.beta == 1.0  # the caller's settings (a slide's footer) stay the start's
     t = [f.t for f in frames]
     assert t[0] == 0 and t[-1] == pytest.approx(0.6) and any(abs(x - 0.33) < 1e-9 for x in t)
     before = next(f for f in frames if abs(f.t - 0.33) < 1e-9)
