@@ -168,11 +168,11 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             return
         if not self._from_preset and any(e.name == "model" for e in events):
             self._forget_preset()  # its caption and quench describe another model
+        if any(e.name in ("beta", "gamma") for e in events):
+            self.timeseries.guides.retune(self.settings.gamma / self.settings.beta, self.sim.t)
         if any(e.name == "model" for e in events) and (fitted := fit_real_heads(self.settings)):
             self.settings.param.update(**fitted)  # (their change restarts the run)
             return
-        if any(e.name in ("beta", "gamma") for e in events):
-            self.timeseries.guides.retune(self.settings.gamma / self.settings.beta, self.sim.t)
         self._show_confinement()
         if self._batch:
             return

@@ -326,3 +326,15 @@ def test_projector_mode_draws_in_black_with_thicker_lines():
     d.projector = False
     assert {r: r.glyph.line_width for r in widths} == widths
     assert energy.title.text_color != "black"
+
+
+def test_a_model_change_that_puts_back_seed_weights_still_retunes_the_slope_guide():
+    """The real-head step's slope guide, then a model and β changed together (pasted
+    settings) to a model that runs no real head: the seed weights come back, and the
+    guide follows the new λ = γ/β (the early return for the weights had skipped it)."""
+    d = Dashboard(playing=False, query={"tour_step": "2"})
+    d.__panel__()
+    assert d.settings.weights == "minilm" and "kl_slope" in d.timeseries.guides.kinds
+    d.settings.param.update(model="sphere", beta=3.0)
+    assert d.settings.weights == "seed"
+    assert d.timeseries.guides.lam == pytest.approx(d.settings.gamma / 3.0)
