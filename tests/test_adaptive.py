@@ -454,7 +454,6 @@ def test_rtol_run_counts_its_field_evaluations_and_rejected_steps_exactly(monkey
                  norm_limit=20.0, init_momentum="random", dt=0.02)
     run = simulate(s, 6.0, every=10, rtol=1e-5)
     assert run.status == "diverged" and run.steps["method"] == "DOP853"
-    print(run.steps, calls)
     assert run.steps["rejected"] > 0, "the test needs rejected steps"
     assert run.steps["nfev"] == calls["field"]
     assert run.steps["accepted"] + run.steps["rejected"] == calls["attempts"]
