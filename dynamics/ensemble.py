@@ -21,6 +21,7 @@ import numpy as np
 from scipy.special import softmax
 
 from .frame import RUNNING
+from .models.multi_head import scores
 from .noise import small_noise_kl, stationary_variance
 from .settings import Settings
 from .simulation import Simulation
@@ -94,9 +95,8 @@ def _prediction(sim, frame, s2) -> float:
     when a layer runs with all its heads (the frame's ``kl`` sums over heads too)."""
     if frame.heads is None:
         return small_noise_kl(frame.softmax, s2)
-    beta_scores = sim.problem.beta * ((frame.features @ sim.problem.M) @ frame.features.T)
-    every_head = softmax(beta_scores, axis=-1)  # A*_h, shape (H, N, N)
-    return len(every_head) * small_noise_kl(every_head, s2)  # (it averages over heads)
+    every_head = softmax(sim.problem.beta * scores(frame.features, sim.problem.M), axis=-1)
+    return len(every_head) * small_noise_kl(every_head, s2)  # (A*_h stacked: it averages)
 
 
 def run_ensemble(settings: Settings, replicas: int, t_end: float, every: int = 1,
