@@ -278,15 +278,21 @@ class ExplicitStepper(Stepper):
 
     def _retire(self):
         """Adds the current solver's field evaluations and attempted steps to the run's
-        and drops it. A DOP853 attempt evaluates the field 12 times, its start once and
-        a dense output 3 times more."""
+        and drops it."""
         solver = self._solver
         if solver is None:
             return
         self._nfev_done += solver.nfev
-        if isinstance(solver, DOP853):  # (the exponential method counts its own)
-            self._attempts_done += (solver.nfev - 1 - 3 * self._dense_calls) // 12
+        self._attempts_done += self._attempts(solver)
         self._solver, self._dense_calls = None, 0
+
+    def _attempts(self, solver) -> int:
+        """Steps ``solver`` has tried: a DOP853 attempt evaluates the field 12 times, its
+        start once and a dense output 3 times more (0 for another solver, which counts
+        its own)."""
+        if not isinstance(solver, DOP853):
+            return 0
+        return (solver.nfev - 1 - 3 * self._dense_calls) // 12
 
     def _new_solver(self, t0, y0, h):
         """The solver of a run from ``(t0, y0)``, first step ``h`` (a subclass may change
@@ -367,10 +373,9 @@ class ExplicitStepper(Stepper):
     @property
     def rejected(self) -> int:
         """Steps tried and rejected so far."""
-        solver, attempts = self._solver, self._attempts_done
-        if solver is not None:
-            attempts += (solver.nfev - 1 - 3 * self._dense_calls) // 12
-        return attempts - self.accepted
+        solver = self._solver
+        current = 0 if solver is None else self._attempts(solver)
+        return self._attempts_done + current - self.accepted
 
     def batch(self, n_tokens: int) -> int:
         return 1
