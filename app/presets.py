@@ -79,7 +79,7 @@ def validate(preset) -> list[str]:
             at = quench.get("at_t")
             if isinstance(at, bool) or not isinstance(at, (int, float)) or not at >= 0:
                 errors.append("quench: 'at_t' must be a time ≥ 0")
-            changes = {k: v for k, v in quench.items() if k != "at_t"}
+            changes = quench_changes(quench)
             if not changes:
                 errors.append("quench: no setting to change")
             model = settings.get("model", Settings.param.model.default) \
@@ -91,6 +91,11 @@ def validate(preset) -> list[str]:
             errors += _check_settings({k: v for k, v in changes.items() if k not in restart},
                                       prefix="quench: ")
     return errors
+
+
+def quench_changes(quench: dict) -> dict:
+    """The settings a quench ``{"at_t": t, setting: value, ...}`` changes."""
+    return {k: v for k, v in quench.items() if k != "at_t"}
 
 
 def preset_values(preset: dict) -> dict:

@@ -223,7 +223,7 @@ class SettingsIO(param.Parameterized):
     def _apply_quench(self):
         q = self._quench
         if q is not None and self.sim.t >= q["at_t"] - 1e-12:
-            changes = {k: v for k, v in q.items() if k != "at_t"}
+            changes = presets.quench_changes(q)
             self.settings.param.update(**changes)
             self._quench = None
             text = ", ".join(f"{k} → {v:g}" for k, v in changes.items())

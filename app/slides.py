@@ -39,6 +39,7 @@ from dynamics.inertial.experiments import lab_settings, run_lab_experiment
 
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .pinned import RunRecord, comparison_labels, safe_filename
+from .presets import quench_changes
 from .presets import validate as validate_preset
 from .ranges import LOG_FLOOR
 from .timeseries import coalesce, merge_gap
@@ -519,7 +520,7 @@ def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES,
             done = quench_step
             if frames[-1].t != sim.t:
                 frames.append(sim.frame())
-            sim.settings.param.update(**{k: v for k, v in quench.items() if k != "at_t"})
+            sim.settings.param.update(**quench_changes(quench))
             sim.sync()
             quench_step = None
             continue
