@@ -1,7 +1,8 @@
 """Inertial attention lab: blow-up, momentum, clouds and effective depth (Theory page, Part II).
 
-A view only: the "Run" button (and choosing a preset; the first one runs when the lab
-opens) calls :func:`dynamics.inertial.experiments.run_lab_experiment` (whole
+A view only: the "Run" button (and choosing a preset, the first one running when the lab
+opens, or uploading a weights file whose ``X``, ``A``, ``V``, ``P`` the runs then start from)
+calls :func:`dynamics.inertial.experiments.run_lab_experiment` (whole
 trajectories, computed on demand, no streaming) and maps the fields of its
 :class:`~dynamics.inertial.experiments.LabResult` into the ColumnDataSources. Below the
 plots, the equations of the Part II models from the registry, with links to their
@@ -15,6 +16,7 @@ plot's right edge (:func:`place_markers`).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from importlib.resources.abc import Traversable
@@ -26,12 +28,14 @@ import param
 from bokeh.models import ColumnDataSource, FixedTicker, Label, Range1d, Span
 from bokeh.plotting import figure
 
+from dynamics.cli import WEIGHT_ARRAYS, read_weights
 from dynamics.inertial import CLOUDS
 from dynamics.inertial.experiments import LAYER_SCHEMES, SOFTMAX_MODELS, run_lab_experiment
 from dynamics.settings import Settings
 
 from . import katex
 from .explain import models_text
+from .real_heads import MAX_UPLOAD
 from .resources import asset, read_asset
 from .server import locked
 from .timeseries import legend_below
@@ -40,6 +44,10 @@ from .timeseries import legend_below
 PRESETS_PATH = asset("presets", "inertial.json")
 CONTROLS = ["matrix_draw", "damping", "alpha", "nesterov_r", "nesterov_t0", "layer_h",
             "theta", "cloud", "second_moment", "n_tokens", "dim", "seed", "dt"]
+#: What the upload says before a file is used.
+UPLOAD_HELP = ("Your own data: a `.npz` file with `X` (N×d) and optionally `A`, `V` (d×d, "
+               "symmetric, A positive definite) and `P` (N×d); the same file as "
+               "`python -m dynamics run --weights FILE`.")
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
@@ -183,6 +191,17 @@ class InertialLab(pn.viewable.Viewer):
                                                 sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run", color="primary")
         self.run_button.on_click(locked(lambda event: self.run()))
+        #: The arrays of an uploaded file the runs start from (None: generated data), and
+        #: the ``n_tokens``, ``dim`` they replaced.
+        self.arrays, self._generated_size = None, None
+        self.upload = pn.widgets.FileInput(accept=".npz", multiple=False,
+                                           sizing_mode="stretch_width")
+        self.upload.param.watch(locked(self._on_upload), "value")
+        self.upload_note = pn.pane.Markdown(UPLOAD_HELP, sizing_mode="stretch_width",
+                                            margin=(0, 10))
+        self.generated_button = pn.widgets.Button(label="Back to generated data",
+                                                  visible=False, sizing_mode="stretch_width")
+        self.generated_button.on_click(locked(lambda event: self.use_generated_data()))
         self.status = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.caption = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.message = pn.pane.Alert("; ".join(preset_errors), alert_type="warning",
@@ -275,6 +294,7 @@ class InertialLab(pn.viewable.Viewer):
         p = next((p for p in self.presets if p["name"] == event.new), None)
         if p is None:
             return
+        self._forget_file()  # a preset is generated data
         try:
             self.settings.param.update(**p["settings"])
         except ValueError as exc:
@@ -288,20 +308,77 @@ class InertialLab(pn.viewable.Viewer):
     def _error(self, text):
         self.message.object, self.message.alert_type, self.message.visible = text, "danger", True
 
-    def run(self) -> bool:
-        """Recompute every plot; ``False`` (and a message) on bad input."""
+    def run(self, arrays: dict | None = None) -> bool:
+        """Recompute every plot; ``False`` (and a message) on bad input.
+
+        ``arrays`` (the :class:`~dynamics.Simulation` keywords of a weights file) replace
+        the data the runs start from; without them, the last file's data are used, if any
+        (:attr:`arrays`). Refused arrays leave the plots and the data as they were.
+        """
         s = self.settings
+        given = self.arrays if arrays is None else arrays
         try:
-            r = run_lab_experiment(s, kernel_diag=self.kernel_input.value,
+            r = run_lab_experiment(s, arrays=given, kernel_diag=self.kernel_input.value,
                                    value_diag=self.value_input.value)
         except ValueError as exc:
             self._error(str(exc))
             return False
-        s.param.update(kernel_diag=r.settings["kernel_diag"],
-                       value_diag=r.settings["value_diag"])
+        if given is not None and self._generated_size is None:
+            self._generated_size = (s.n_tokens, s.dim)
+        self.arrays = given
+        s.param.update(**{k: r.settings[k]
+                          for k in ("kernel_diag", "value_diag", "n_tokens", "dim")})
         self.message.visible = False
         self._show(r)
         return True
+
+    def _on_upload(self, event) -> None:
+        if event.new is None:
+            return
+        name = self.upload.filename or "the file"
+        try:
+            if len(event.new) > MAX_UPLOAD:
+                raise ValueError(f"{name} is larger than {MAX_UPLOAD // 1_000_000} MB")
+            arrays = read_weights(io.BytesIO(event.new), name=name)
+        except ValueError as err:
+            self._error(f"Not used: {err}")
+            return
+        if not self.run(arrays):
+            self.message.object = f"Not used: {name}: {self.message.object}"
+            return
+        X = arrays["features"]
+        names = ", ".join(k for k, v in WEIGHT_ARRAYS.items() if v in arrays)
+        missing = " and ".join(f"{k} from the settings' diagonals" for k, v in
+                               (("A", "kernel"), ("V", "value")) if v not in arrays)
+        self.preset = None  # the caption below is the file's
+        self.caption.object = (
+            f"**Running {name}**: N = {X.shape[0]}, d = {X.shape[1]} ({names}"
+            f"{'; ' + missing if missing else ''}). The first-order T_max is found "
+            "numerically; the moment systems and the layers start at rest (P(0) = 0)"
+            f"{'; P drives the softmax models with momentum' if 'momenta' in arrays else ''}"
+            ". N, d, the cloud and its second moment come from the file.")
+        self.upload_note.object = f"Using **{name}** ({names})."
+        self.kernel_input.disabled = "kernel" in arrays
+        self.value_input.disabled = "value" in arrays
+        self.generated_button.visible = True
+
+    def _forget_file(self) -> None:
+        """Runs start from generated data again, of the size they had before the file."""
+        if self._generated_size is not None:
+            self.settings.param.update(n_tokens=self._generated_size[0],
+                                       dim=self._generated_size[1])
+        self.arrays, self._generated_size = None, None
+        self.upload.value = None  # the same file can be uploaded again
+        self.upload.clear()
+        self.upload_note.object = UPLOAD_HELP
+        self.kernel_input.disabled = self.value_input.disabled = False
+        self.generated_button.visible = False
+
+    def use_generated_data(self) -> bool:
+        """Leave the uploaded file: run the generated data again."""
+        self._forget_file()
+        self.caption.object = ""
+        return self.run()
 
     def _show(self, r) -> None:
         """Map the fields of a :class:`~dynamics.inertial.experiments.LabResult` into the
@@ -341,8 +418,9 @@ class InertialLab(pn.viewable.Viewer):
         crossing = (f"first crossed at layer {r.crossing_layer} (predicted "
                     f"{r.predicted_layer if r.predicted_layer is not None else 'none'})"
                     if r.crossing_layer is not None else "not crossed")
+        how = " (numerical)" if r.data.a is None else ""
         self.status.object = (
-            f"first-order T_max = {_when(r.first_order_time)}; accelerated blow-up at "
+            f"first-order T_max = {_when(r.first_order_time)}{how}; accelerated blow-up at "
             f"t = {_when(r.accelerated_time)}; θ = {r.theta:g} {crossing}{notes}")
 
     # ------------------------------------------------------------------ layout
@@ -354,7 +432,7 @@ class InertialLab(pn.viewable.Viewer):
             pn.Param(self.settings, parameters=CONTROLS, show_name=False,
                      sizing_mode="stretch_width",
                      widgets={n: {"sizing_mode": "stretch_width"} for n in CONTROLS}),
-            self.run_button, width=300)
+            self.run_button, self.upload_note, self.upload, self.generated_button, width=300)
         plots = pn.Column(
             self.status, self.caption, self.message,
             *(pn.Row(pn.pane.Bokeh(a), pn.pane.Bokeh(b), sizing_mode="stretch_width")

@@ -110,7 +110,7 @@ class RealHeads(pn.viewable.Viewer):
         try:
             if len(event.new) > MAX_UPLOAD:
                 raise ValueError(f"the file is larger than {MAX_UPLOAD // 1_000_000} MB")
-            arrays = read_weights(io.BytesIO(event.new))
+            arrays = read_weights(io.BytesIO(event.new), name=self.upload.filename or "the file")
             self.apply(arrays)
         except ValueError as err:
             self.upload_note.object = f"**Not used:** {err}"
@@ -125,10 +125,9 @@ class RealHeads(pn.viewable.Viewer):
         keywords of a weights file); ``ValueError`` if they do not fit it."""
         dash = self.dashboard
         if "kernel" in arrays or "value" in arrays:
-            raise ValueError("A and V are Part II arrays: the page runs your weights in "
-                             "the Part I models only; run them with python -m dynamics run "
-                             "--weights FILE --model linear_accelerated (or another Part II "
-                             "model)")
+            raise ValueError("A and V are Part II arrays: upload this file in the Inertial "
+                             "lab tab, or run it with python -m dynamics run --weights FILE "
+                             "--model linear_accelerated (or another Part II model)")
         X = np.asarray(arrays["features"])
         if X.ndim != 2:
             raise ValueError(f"X must be a matrix (N, d), got shape {X.shape}")

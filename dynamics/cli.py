@@ -31,20 +31,26 @@ WEIGHT_ARRAYS = {"X": "features", "P": "momenta", "M": "score_matrix",
                  "W_V": "value_matrix", "A": "kernel", "V": "value"}
 
 
-def read_weights(path) -> dict:
+def read_weights(path, name: str | None = None) -> dict:
     """The :class:`~dynamics.Simulation` arrays of a ``--weights`` file (``ValueError``
-    naming a missing ``X``, an unknown array or an unreadable file)."""
+    naming a missing ``X``, an unknown array or an unreadable file).
+
+    ``path`` is a path or a binary file object (an upload), ``name`` what messages call
+    it (default ``--weights 'path'``)."""
+    name = name or f"--weights {path!r}"
     try:
         with np.load(path, allow_pickle=False) as f:
             found = {k: f[k] for k in f.files}
-    except (OSError, ValueError) as err:
-        raise ValueError(f"--weights {path!r}: cannot read it as a .npz file ({err})") from None
+    except (OSError, ValueError, EOFError) as err:
+        # numpy reads what is not an archive as a pickle, which it refuses
+        why = "it is not a .npz archive" if "pickle" in str(err) else str(err)
+        raise ValueError(f"{name}: cannot read it as a .npz file ({why})") from None
     unknown = sorted(set(found) - set(WEIGHT_ARRAYS))
     if unknown:
-        raise ValueError(f"--weights {path!r}: unknown arrays {unknown}; expected "
+        raise ValueError(f"{name}: unknown arrays {unknown}; expected "
                          f"{', '.join(WEIGHT_ARRAYS)}")
     if "X" not in found:
-        raise ValueError(f"--weights {path!r} must hold the features X, shape (N, d)")
+        raise ValueError(f"{name} must hold the features X, shape (N, d)")
     return {WEIGHT_ARRAYS[k]: v for k, v in found.items()}
 
 

@@ -69,7 +69,14 @@ from .linear import (
     first_order_blowup_time,
     moment_trajectory,
 )
-from .matrices import model_matrices, parse_diagonal
+from .matrices import model_matrices, parse_diagonal, require_symmetric
+
+#: The arrays a lab run takes from a weights file (the names of
+#: :data:`dynamics.cli.WEIGHT_ARRAYS`: ``X``, ``P``, ``A``, ``V``); ``features`` is needed.
+LAB_ARRAYS = ("features", "momenta", "kernel", "value")
+#: The largest data from a file the lab runs (its ``solve_ivp`` runs carry ``N·d`` and
+#: ``2d²`` states, at tight tolerances).
+LAB_MAX_TOKENS, LAB_MAX_DIM = 256, 16
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,8 @@ class LabResult:
     messages: tuple
 
 
-def lab_settings(values: Settings | Mapping, **changes) -> Settings:
+def lab_settings(values: Settings | Mapping, *, parse_diagonals: bool = True,
+                 **changes) -> Settings:
     """New :class:`Settings` of a lab run: ``values``, then ``changes``.
 
     The diagonals of ``A`` and ``V`` (``kernel_diag``, ``value_diag``) are parsed before
@@ -149,6 +157,9 @@ def lab_settings(values: Settings | Mapping, **changes) -> Settings:
     ----------
     values : Settings or mapping
         A mapping gives some settings; the others keep their defaults.
+    parse_diagonals : bool
+        False: the diagonals are taken as they are (a run whose ``A`` and ``V`` come
+        from a file does not read them).
     **changes
         Setting values replacing those of ``values``.
 
@@ -165,13 +176,13 @@ def lab_settings(values: Settings | Mapping, **changes) -> Settings:
     merged = {**(values.values() if isinstance(values, Settings) else dict(values)), **changes}
     diagonals = {k: merged.pop(k) for k in DIAGONALS if k in merged}
     settings = Settings(**merged)
-    for key, text in diagonals.items():
+    for key, text in diagonals.items() if parse_diagonals else ():
         parse_diagonal(text, settings.dim, DIAGONALS[key])
     settings.param.update(**diagonals)
     return settings
 
 
-def lab_data(settings: Settings) -> LabData:
+def lab_data(settings: Settings, arrays: Mapping | None = None) -> LabData:
     """``A``, ``V`` and ``X(0)`` of a lab run (one random generator seeded by ``seed``).
 
     Parameters
@@ -179,6 +190,8 @@ def lab_data(settings: Settings) -> LabData:
     settings : Settings
         Reads ``dim``, ``n_tokens``, ``kernel_diag``, ``value_diag``, ``matrix_draw``,
         ``cloud``, ``second_moment``, ``seed`` and the damping.
+    arrays : mapping, optional
+        Data of a weights file (:func:`file_data`), replacing the generated data.
 
     Returns
     -------
@@ -189,6 +202,8 @@ def lab_data(settings: Settings) -> LabData:
     ValueError
         A diagonal does not parse, ``A`` is not positive definite, or ``n_tokens < dim``.
     """
+    if arrays:
+        return file_data(settings, arrays)
     d = settings.dim
     a = parse_diagonal(settings.kernel_diag, d, DIAGONALS["kernel_diag"])
     v = parse_diagonal(settings.value_diag, d, DIAGONALS["value_diag"])
@@ -197,6 +212,76 @@ def lab_data(settings: Settings) -> LabData:
     X0 = initial_cloud(settings.cloud, settings.n_tokens, d, settings.second_moment, rng)
     return LabData(a, v, A, V, X0, second_moment(X0), float(settings.second_moment),
                    Damping.from_settings(settings))
+
+
+def file_data(settings: Settings, arrays: Mapping) -> LabData:
+    """The data of a lab run from a weights file.
+
+    Parameters
+    ----------
+    settings : Settings
+        ``n_tokens`` and ``dim`` equal to the shape of ``features``; the damping; ``A``
+        and ``V`` as :func:`lab_data` makes them where the file has none.
+    arrays : mapping
+        Of :data:`LAB_ARRAYS`: ``features`` ``X`` (N, d), needed; ``kernel`` ``A`` (d, d)
+        symmetric positive definite; ``value`` ``V`` (d, d) symmetric; ``momenta`` (N, d)
+        (read by :func:`softmax_curves` only).
+
+    Returns
+    -------
+    LabData
+        With ``a = v = s0 = None`` (``A``, ``V``, ``S(0)`` need not commute).
+
+    Raises
+    ------
+    ValueError
+        Another array (``M``, ``W_V`` are the main tab's), an array of the wrong shape or
+        not finite, more than :data:`LAB_MAX_TOKENS` tokens or :data:`LAB_MAX_DIM`
+        dimensions, ``A`` or ``V`` not symmetric, ``A`` not positive definite, or
+        ``S(0) = XᵀX/N`` singular (the clouds compared share it).
+    """
+    other = sorted(set(arrays) - set(LAB_ARRAYS))
+    if other:
+        raise ValueError(f"the lab runs the Part II arrays X, P, A, V; {', '.join(other)} "
+                         "belong to the Part I models of the main tab (upload the file there)")
+    if "features" not in arrays:
+        raise ValueError("the lab needs the features X, shape (N, d)")
+    X = np.asarray(arrays["features"], dtype=float)
+    if X.ndim != 2 or X.shape[0] < 2:
+        raise ValueError(f"X must be a matrix (N, d) with N ≥ 2, got shape {X.shape}")
+    n, d = X.shape
+    if n > LAB_MAX_TOKENS or d > LAB_MAX_DIM:
+        raise ValueError(f"the lab runs at most N = {LAB_MAX_TOKENS} tokens of dimension "
+                         f"d = {LAB_MAX_DIM}, got N = {n}, d = {d} (run larger data with "
+                         "python -m dynamics run --weights FILE)")
+    if (settings.n_tokens, settings.dim) != (n, d):
+        raise ValueError(f"the settings have N = {settings.n_tokens}, d = {settings.dim}; "
+                         f"the features have shape {X.shape}")
+    generated = lab_data(settings) if not {"kernel", "value"} <= set(arrays) else None
+    out = {}
+    for key, name, shape in (("features", "X", (n, d)), ("momenta", "P", (n, d)),
+                             ("kernel", "A", (d, d)), ("value", "V", (d, d))):
+        if key not in arrays:
+            continue
+        M = np.asarray(arrays[key], dtype=float)
+        if M.shape != shape:
+            raise ValueError(f"{name} must have shape {shape} (X is {n}×{d}), got {M.shape}")
+        if not np.all(np.isfinite(M)):
+            raise ValueError(f"{name} has entries that are not finite")
+        out[name] = M
+    A = out.get("A", generated.A if generated else None)
+    V = out.get("V", generated.V if generated else None)
+    require_symmetric(A, "kernel A", "the lab (its moment systems)")
+    require_symmetric(V, "value matrix V", "the lab (its moment systems)")
+    smallest = float(np.linalg.eigvalsh(A)[0])
+    if smallest <= 0:
+        raise ValueError(f"the lab needs a positive definite kernel A; A has the "
+                         f"eigenvalue {smallest:.3g}")
+    S0 = second_moment(X)
+    if np.linalg.eigvalsh(S0)[0] <= 1e-12 * max(1.0, float(np.abs(S0).max())):
+        raise ValueError("the lab needs features X that span R^d (S(0) = XᵀX/N positive "
+                         "definite: the clouds it compares share S(0))")
+    return LabData(None, None, A, V, X, S0, None, Damping.from_settings(settings))
 
 
 def blowup_times(data: LabData) -> tuple[float, float]:
@@ -215,7 +300,11 @@ def blowup_times(data: LabData) -> tuple[float, float]:
         :data:`THRESHOLD`, ``inf`` if not before :data:`T_LIMIT`.
     """
     d = data.A.shape[0]
-    first = first_order_blowup_time(data.a, data.v, np.full(d, data.s0))
+    if data.a is None:
+        first = moment_trajectory(data.S0, data.A, data.V, T_LIMIT, threshold=THRESHOLD,
+                                  **TOLERANCES).blowup_time
+    else:
+        first = first_order_blowup_time(data.a, data.v, np.full(d, data.s0))
     acc = accelerated_trajectory(data.A, data.V, data.S0, np.zeros((d, d)), data.damping,
                                  T_LIMIT, threshold=THRESHOLD, **TOLERANCES)
     return first, acc.blowup_time
@@ -251,7 +340,8 @@ def moment_runs(data: LabData, horizon: float
     return first, acc
 
 
-def run_lab_experiment(settings: Settings | Mapping, **changes) -> LabResult:
+def run_lab_experiment(settings: Settings | Mapping, arrays: Mapping | None = None,
+                       **changes) -> LabResult:
     """Run every experiment of the inertial lab.
 
     Parameters
@@ -259,6 +349,10 @@ def run_lab_experiment(settings: Settings | Mapping, **changes) -> LabResult:
     settings : Settings or mapping
         The lab's settings (a mapping: some values, defaults for the others); not
         changed.
+    arrays : mapping, optional
+        Data of a weights file (:func:`file_data`; ``n_tokens`` and ``dim`` follow its
+        ``features``, the diagonals of ``A`` and ``V`` are then not read unless the file
+        lacks ``A`` or ``V``).
     **changes
         Setting values replacing those of ``settings`` for this run (e.g. the diagonals
         of ``A`` and ``V`` as typed).
@@ -274,14 +368,20 @@ def run_lab_experiment(settings: Settings | Mapping, **changes) -> LabResult:
         (:func:`lab_data`). A softmax model that cannot run is reported in
         :attr:`LabResult.messages` instead.
     """
-    s = lab_settings(settings, **changes)
-    data = lab_data(s)
+    if arrays:
+        X = np.asarray(arrays.get("features", np.zeros((0, 0))))
+        if X.ndim == 2:
+            changes = {"n_tokens": X.shape[0], "dim": X.shape[1], **changes}
+    # with both matrices from the file, the diagonals are not used (they need not fit d)
+    s = lab_settings(settings, parse_diagonals=not (arrays and {"kernel", "value"} <= set(arrays)),
+                     **changes)
+    data = lab_data(s, arrays)
     t_first, t_acc = blowup_times(data)
     horizon = lab_horizon(t_first, t_acc)
     first, acc = moment_runs(data, horizon)
     cloud_time, cloud = later_cloud(data, t_first, horizon)
     layers, crossing_layer, predicted_layer = layer_curves(data, acc, s.layer_h, s.theta)
-    softmax, messages = softmax_curves(s)
+    softmax, messages = softmax_curves(s, arrays)
     return LabResult(
         settings=s.values(), data=data, first_order_time=t_first, accelerated_time=t_acc,
         horizon=horizon, first_order_eigenvalues=eigenvalue_curves(first),

@@ -69,16 +69,17 @@ class LabData:
 
     Attributes
     ----------
-    a, v : ndarray, shape (d,)
-        Eigenvalues of the kernel ``A`` and of the value ``V``.
+    a, v : ndarray, shape (d,), or None
+        Eigenvalues of the kernel ``A`` and of the value ``V`` (None: data of a file).
     A, V : ndarray, shape (d, d)
-        Kernel (symmetric positive definite) and value (symmetric); they commute.
+        Kernel (symmetric positive definite) and value (symmetric); generated, they
+        commute.
     X0 : ndarray, shape (N, d)
-        Initial tokens, with second moment ``S(0) = s0 I`` to rounding.
+        Initial tokens, generated with second moment ``S(0) = s0 I`` to rounding.
     S0 : ndarray, shape (d, d)
         ``S(0) = (1/N) X0ᵀ X0`` as computed.
-    s0 : float
-        The requested ``S(0) = s0 I`` (``settings.second_moment``).
+    s0 : float or None
+        The requested ``S(0) = s0 I`` (``settings.second_moment``; None: data of a file).
     damping : Damping
         ``α(t)`` of the accelerated models.
     """
@@ -251,7 +252,8 @@ def hamiltonian_curve(data: LabData, accelerated: MomentTrajectory) -> Curve:
     return points
 
 
-def softmax_curves(settings: Settings) -> tuple[dict[str, Curve], tuple[str, ...]]:
+def softmax_curves(settings: Settings, arrays=None
+                   ) -> tuple[dict[str, Curve], tuple[str, ...]]:
     """``λ_max(S(t))`` of the streamed softmax models with the lab's settings.
 
     Each model of :data:`SOFTMAX_MODELS` runs with ``settings`` (its own ``model``, and
@@ -262,6 +264,9 @@ def softmax_curves(settings: Settings) -> tuple[dict[str, Curve], tuple[str, ...
     Parameters
     ----------
     settings : Settings
+    arrays : mapping, optional
+        A weights file's ``features``, ``kernel``, ``value`` and ``momenta``, passed to
+        :class:`dynamics.Simulation` (the first-order model starts from the features only).
 
     Returns
     -------
@@ -276,7 +281,7 @@ def softmax_curves(settings: Settings) -> tuple[dict[str, Curve], tuple[str, ...
         try:
             run_settings = settings.copy(model=model, norm_limit=SOFTMAX_NORM_LIMIT)
             run = simulate(run_settings, t_end=SOFTMAX_FRAMES * SOFTMAX_STEPS * settings.dt,
-                           every=SOFTMAX_STEPS)
+                           every=SOFTMAX_STEPS, arrays=dict(arrays or {}))
         except ValueError as exc:
             curves[model] = Curve(np.zeros(0), np.zeros(0))
             messages.append(f"{model}: {exc}")

@@ -169,8 +169,11 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
     """
     rng = np.random.default_rng(values["seed"])
     n, d = values["n_tokens"], values["dim"]
-    A, V = model_matrices(values["kernel_diag"], values["value_diag"], d,
-                          values["matrix_draw"], rng)
+    # with both matrices given, the diagonals are not read (they need not fit d), but the
+    # generator draws as without them: the cloud is the same
+    both = "kernel" in given and "value" in given
+    A, V = model_matrices("1" if both else values["kernel_diag"],
+                          "1" if both else values["value_diag"], d, values["matrix_draw"], rng)
     B = None
     if "kernel" in given or "value" in given:  # the problem checks them (and makes B)
         A, V = given.get("kernel", A), given.get("value", V)

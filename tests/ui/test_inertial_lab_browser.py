@@ -62,3 +62,28 @@ def test_inertial_lab_opens_on_a_run_with_its_equations(page, server, console_er
     link.click()
     page.get_by_role("heading", name="Accelerated linear attention").wait_for(timeout=15000)
     assert console_errors == []
+
+
+@pytest.mark.slow
+def test_the_lab_runs_an_uploaded_file(page, server, console_errors, tmp_path):
+    """A weights file with X, A, V chosen in the page's file input: the lab runs it (the
+    first-order T_max is then numerical: 1/(2·2·1·0.5) = 0.5 for A = 2I, V = I, S(0) = I/2)
+    and goes back to its generated data on request."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 2))
+    X = X @ np.linalg.inv(np.linalg.cholesky(X.T @ X / 20)).T * np.sqrt(0.5)  # S(0) = I/2
+    path = tmp_path / "mine.npz"
+    np.savez(path, X=X, A=2 * np.eye(2), V=np.eye(2))
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.get_by_text("Inertial lab", exact=True).click()
+    page.get_by_text(re.compile(r"first-order T_max = 1\.000")).first.wait_for(timeout=90000)
+    page.locator("input[type=file]:visible").first.set_input_files(str(path))
+    page.get_by_text(re.compile(r"first-order T_max = 0\.500 \(numerical\)")).first.wait_for(
+        timeout=30000)
+    assert page.get_by_text(re.compile(r"Running mine\.npz.*N = 20, d = 2")).count() >= 1
+    page.get_by_role("button", name="Back to generated data").click()
+    page.get_by_text(re.compile(r"first-order T_max = 1\.000;")).first.wait_for(timeout=30000)
+    assert console_errors == []
