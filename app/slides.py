@@ -42,7 +42,7 @@ from .pinned import RunRecord, comparison_labels, safe_filename
 from .presets import quench_changes
 from .presets import validate as validate_preset
 from .ranges import LOG_FLOOR
-from .timeseries import coalesce, merge_gap
+from .timeseries import ENERGY_TITLE, coalesce, merge_gap
 from .trajectories import principal_axes
 
 if TYPE_CHECKING:  # Matplotlib is imported when a slide is drawn, not with the page
@@ -303,7 +303,7 @@ def _energy(ax, rec: RunRecord, pinned, labels) -> None:
         ax.plot(p.times, _finite(p.energy_change()), color=GHOST_COLOR, lw=2, alpha=0.5, ls=ls,
                 label=f"pinned {energy_symbol(p.model)}(t) − {energy_symbol(p.model)}(0)"
                       f" — {ghost}")
-    ax.set_title("Energy balance (zero residual ⇔ dissipation law)", fontsize=12)
+    ax.set_title(ENERGY_TITLE, fontsize=12)
     ax.set_xlabel("t")
     ax.set_ylabel("energy (score units)")
     ax.legend(fontsize=9, loc="best")

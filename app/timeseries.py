@@ -57,6 +57,8 @@ MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
 #: Symbols of the settings in the markers of mid-run changes.
 SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k",
            "logit_noise": "σ"}
+#: The energy plot's title (short enough for the narrow layout's plot width, 1024 px).
+ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
 
 
 def change_label(values) -> str:
@@ -157,7 +159,7 @@ class TimeSeries(pn.viewable.Viewer):
                 line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
             legend_below(fig, ncols=2, label_width=100)
 
-        self.fig_energy = _figure("Energy balance (zero residual ⇔ dissipation law)",
+        self.fig_energy = _figure(ENERGY_TITLE,
                                   "energy (score units)", height=300)
         for key, label, color, dash in (
             ("d_energy", "H(t) − H(0)", C[0], "solid"),

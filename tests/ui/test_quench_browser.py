@@ -20,7 +20,7 @@ MARKERS = """
   return [...d.t0].map((t, i) => [t, d.text[i]]);
 }
 """
-ENERGY = "Energy balance (zero residual ⇔ dissipation law)"
+ENERGY = "Energy balance (residual 0 ⇔ dissipation law)"
 
 
 def test_quench_marked_on_the_plots(page, server, console_errors):
