@@ -44,6 +44,11 @@ from .timeseries import legend_below
 PRESETS_PATH = asset("presets", "inertial.json")
 CONTROLS = ["matrix_draw", "damping", "alpha", "nesterov_r", "nesterov_t0", "layer_h",
             "theta", "cloud", "second_moment", "n_tokens", "dim", "seed", "dt"]
+#: The settings a file's data replace, restored when the lab leaves the file.
+FILE_SETTINGS = ("n_tokens", "dim", "kernel_diag", "value_diag")
+#: The controls of generated data a file makes void (greyed out while it is used; also
+#: ``matrix_draw`` when the file has both ``A`` and ``V``).
+FROM_FILE = ("n_tokens", "dim", "cloud", "second_moment")
 #: What the upload says before a file is used.
 UPLOAD_HELP = ("Your own data: a `.npz` file with `X` (N×d) and optionally `A`, `V` (d×d, "
                "symmetric, A positive definite) and `P` (N×d); the same file as "
@@ -73,6 +78,15 @@ def load_presets(path: str | Traversable = PRESETS_PATH) -> tuple[list[dict], li
             errors.append(f"preset {i} ({p.get('name', '?') if isinstance(p, dict) else p}): "
                           f"{exc}")
     return good, errors
+
+
+def _control(settings, name):
+    """The widget of one setting, as :class:`panel.Param` would make it (a menu, or an
+    integer or number slider), as wide as the controls."""
+    p = settings.param[name]
+    kind = (pn.widgets.Select if isinstance(p, param.Selector) else
+            pn.widgets.IntSlider if isinstance(p, param.Integer) else pn.widgets.FloatSlider)
+    return kind.from_param(p, sizing_mode="stretch_width")
 
 
 def _lines(curves) -> dict:
@@ -192,8 +206,10 @@ class InertialLab(pn.viewable.Viewer):
         self.run_button = pn.widgets.Button(label="Run", color="primary")
         self.run_button.on_click(locked(lambda event: self.run()))
         #: The arrays of an uploaded file the runs start from (None: generated data), and
-        #: the ``n_tokens``, ``dim`` they replaced.
-        self.arrays, self._generated_size = None, None
+        #: the settings of the generated data they replaced (:data:`FILE_SETTINGS`).
+        self.arrays, self._generated = None, None
+        self.controls = {name: _control(self.settings, name)
+                         for name in self.settings.param if name in CONTROLS}
         self.upload = pn.widgets.FileInput(accept=".npz", multiple=False,
                                            sizing_mode="stretch_width")
         self.upload.param.watch(locked(self._on_upload), "value")
@@ -294,12 +310,13 @@ class InertialLab(pn.viewable.Viewer):
         p = next((p for p in self.presets if p["name"] == event.new), None)
         if p is None:
             return
-        self._forget_file()  # a preset is generated data
         try:
-            self.settings.param.update(**p["settings"])
+            self.settings.copy(**p["settings"])
         except ValueError as exc:
             self._error(f"preset {p['name']!r}: {exc}")
             return
+        self._forget_file()  # a preset is generated data
+        self.settings.param.update(**p["settings"])
         self.kernel_input.value = self.settings.kernel_diag
         self.value_input.value = self.settings.value_diag
         self.caption.object = f"**{p['name']}** — {p['caption']}"
@@ -313,21 +330,24 @@ class InertialLab(pn.viewable.Viewer):
 
         ``arrays`` (the :class:`~dynamics.Simulation` keywords of a weights file) replace
         the data the runs start from; without them, the last file's data are used, if any
-        (:attr:`arrays`). Refused arrays leave the plots and the data as they were.
+        (:attr:`arrays`). Refused arrays leave the plots, the settings and the data as
+        they were.
         """
+        return self._run(self.arrays if arrays is None else arrays,
+                         kernel_diag=self.kernel_input.value, value_diag=self.value_input.value)
+
+    def _run(self, arrays, **changes) -> bool:
         s = self.settings
-        given = self.arrays if arrays is None else arrays
         try:
-            r = run_lab_experiment(s, arrays=given, kernel_diag=self.kernel_input.value,
-                                   value_diag=self.value_input.value)
+            r = run_lab_experiment(s, arrays=arrays, **changes)
         except ValueError as exc:
             self._error(str(exc))
             return False
-        if given is not None and self._generated_size is None:
-            self._generated_size = (s.n_tokens, s.dim)
-        self.arrays = given
-        s.param.update(**{k: r.settings[k]
-                          for k in ("kernel_diag", "value_diag", "n_tokens", "dim")})
+        if arrays is not None and self._generated is None:  # leaving the generated data
+            self._generated = {k: getattr(s, k) for k in FILE_SETTINGS}
+        self.arrays = arrays
+        s.param.update(**{k: r.settings[k] for k in FILE_SETTINGS})
+        self.kernel_input.value, self.value_input.value = s.kernel_diag, s.value_diag
         self.message.visible = False
         self._show(r)
         return True
@@ -341,44 +361,57 @@ class InertialLab(pn.viewable.Viewer):
                 raise ValueError(f"{name} is larger than {MAX_UPLOAD // 1_000_000} MB")
             arrays = read_weights(io.BytesIO(event.new), name=name)
         except ValueError as err:
-            self._error(f"Not used: {err}")
+            self._refuse(f"Not used: {err}")
             return
         if not self.run(arrays):
-            self.message.object = f"Not used: {name}: {self.message.object}"
+            self._refuse(f"Not used: {name}: {self.message.object}")
             return
         X = arrays["features"]
         names = ", ".join(k for k, v in WEIGHT_ARRAYS.items() if v in arrays)
-        missing = " and ".join(f"{k} from the settings' diagonals" for k, v in
+        missing = " and ".join(f"{k} from its diagonal setting" for k, v in
                                (("A", "kernel"), ("V", "value")) if v not in arrays)
+        momenta = ("; P starts the momentum-only softmax model (and the inertial one, which "
+                   "runs only when A and V commute)" if "momenta" in arrays else "")
         self.preset = None  # the caption below is the file's
         self.caption.object = (
             f"**Running {name}**: N = {X.shape[0]}, d = {X.shape[1]} ({names}"
             f"{'; ' + missing if missing else ''}). The first-order T_max is found "
             "numerically; the moment systems and the layers start at rest (P(0) = 0)"
-            f"{'; P drives the softmax models with momentum' if 'momenta' in arrays else ''}"
-            ". N, d, the cloud and its second moment come from the file.")
+            f"{momenta}. The greyed-out settings come from the file.")
         self.upload_note.object = f"Using **{name}** ({names})."
-        self.kernel_input.disabled = "kernel" in arrays
-        self.value_input.disabled = "value" in arrays
+        both = "kernel" in arrays and "value" in arrays
+        for widget, off in ((self.kernel_input, "kernel" in arrays),
+                            (self.value_input, "value" in arrays),
+                            *((self.controls[k], True) for k in FROM_FILE),
+                            (self.controls["matrix_draw"], both)):
+            widget.disabled = off
         self.generated_button.visible = True
 
+    def _refuse(self, text) -> None:
+        """Say why a file is not used; the same file can then be chosen again."""
+        self._error(text)
+        self.upload.value = None
+        self.upload.clear()
+
     def _forget_file(self) -> None:
-        """Runs start from generated data again, of the size they had before the file."""
-        if self._generated_size is not None:
-            self.settings.param.update(n_tokens=self._generated_size[0],
-                                       dim=self._generated_size[1])
-        self.arrays, self._generated_size = None, None
+        """The controls of the generated data again (the runs' settings are the caller's)."""
+        self.arrays, self._generated = None, None
         self.upload.value = None  # the same file can be uploaded again
         self.upload.clear()
         self.upload_note.object = UPLOAD_HELP
-        self.kernel_input.disabled = self.value_input.disabled = False
+        self.caption.object = ""
+        for widget in (self.kernel_input, self.value_input, *self.controls.values()):
+            widget.disabled = False
         self.generated_button.visible = False
 
     def use_generated_data(self) -> bool:
-        """Leave the uploaded file: run the generated data again."""
+        """Leave the uploaded file: run the generated data again, with the settings they
+        had before it (N, d, the diagonals). If that run is refused, the file stays."""
+        if not self._run(None, **(self._generated or {})):
+            self.message.object = f"Still using the file: {self.message.object}"
+            return False
         self._forget_file()
-        self.caption.object = ""
-        return self.run()
+        return True
 
     def _show(self, r) -> None:
         """Map the fields of a :class:`~dynamics.inertial.experiments.LabResult` into the
@@ -429,9 +462,7 @@ class InertialLab(pn.viewable.Viewer):
             pn.widgets.Select.from_param(self.param.preset, label="Preset",
                                          sizing_mode="stretch_width"),
             self.kernel_input, self.value_input,
-            pn.Param(self.settings, parameters=CONTROLS, show_name=False,
-                     sizing_mode="stretch_width",
-                     widgets={n: {"sizing_mode": "stretch_width"} for n in CONTROLS}),
+            *self.controls.values(),
             self.run_button, self.upload_note, self.upload, self.generated_button, width=300)
         plots = pn.Column(
             self.status, self.caption, self.message,

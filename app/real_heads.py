@@ -114,6 +114,8 @@ class RealHeads(pn.viewable.Viewer):
             self.apply(arrays)
         except ValueError as err:
             self.upload_note.object = f"**Not used:** {err}"
+            self.upload.value = None  # the same file can be chosen again
+            self.upload.clear()
             return
         X = arrays["features"]
         names = ", ".join(k for k, v in WEIGHT_ARRAYS.items() if v in arrays)

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+import zipfile
+import zlib
 
 import numpy as np
 import param
@@ -29,19 +32,47 @@ from .trajectory import simulate
 #: they fill (the conventions of ``S = X M Xᵀ`` and ``O = A X W_Vᵀ``: see dynamics.heads).
 WEIGHT_ARRAYS = {"X": "features", "P": "momenta", "M": "score_matrix",
                  "W_V": "value_matrix", "A": "kernel", "V": "value"}
+#: The most numbers one array of a weights file may hold (a 1024 × 1024 ``M`` or a
+#: 1024 × 1024 ``X``, the largest the settings allow, has a quarter of it).
+MAX_ELEMENTS = 1 << 22
 
 
 def read_weights(path, name: str | None = None) -> dict:
     """The :class:`~dynamics.Simulation` arrays of a ``--weights`` file (``ValueError``
-    naming a missing ``X``, an unknown array or an unreadable file).
+    naming a missing ``X``, an unknown array, an array of more than
+    :data:`MAX_ELEMENTS` numbers or not of numbers, or a file that is not a ``.npz``
+    archive).
 
     ``path`` is a path or a binary file object (an upload), ``name`` what messages call
-    it (default ``--weights 'path'``)."""
+    it (default ``--weights 'path'``). Each array's size is read from its header before
+    it is loaded (a small compressed file cannot unpack gigabytes).
+    """
     name = name or f"--weights {path!r}"
+    found = {}
     try:
-        with np.load(path, allow_pickle=False) as f:
-            found = {k: f[k] for k in f.files}
-    except (OSError, ValueError, EOFError) as err:
+        f = np.load(path, allow_pickle=False)
+        if not isinstance(f, np.lib.npyio.NpzFile):  # a .npy file: one array, no names
+            raise ValueError(f"{name}: cannot read it as a .npz file (it holds one array "
+                             "without a name: save X, P, ... with numpy.savez)")
+        with f:
+            for key in f.files:
+                with f.zip.open(key + ".npy") as member:
+                    header = (np.lib.format.read_array_header_1_0
+                              if np.lib.format.read_magic(member) == (1, 0)
+                              else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = header(member)
+                if math.prod(shape) > MAX_ELEMENTS:
+                    raise ValueError(f"{name}: array {key} of shape {shape} has more than "
+                                     f"{MAX_ELEMENTS} numbers")
+                if dtype.kind not in "biuf":
+                    raise ValueError(f"{name}: array {key} holds {dtype} values, not "
+                                     "real numbers")
+                found[key] = f[key]
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as err:
+        raise ValueError(f"{name}: cannot read it as a .npz file ({err})") from None
+    except ValueError as err:
+        if str(err).startswith(name):
+            raise
         # numpy reads what is not an archive as a pickle, which it refuses
         why = "it is not a .npz archive" if "pickle" in str(err) else str(err)
         raise ValueError(f"{name}: cannot read it as a .npz file ({why})") from None

@@ -173,10 +173,12 @@ def test_given_features_and_momenta_are_honoured():
                      features=X, momenta=Y)
     np.testing.assert_array_equal(sim.state.X, X)
     np.testing.assert_array_equal(sim.state.P, Y)
-    first = Simulation(Settings(model="softmax_first_order", n_tokens=5, dim=2),
-                       features=X, momenta=Y)
+    with pytest.raises(ValueError, match="has no momenta"):  # a first-order model
+        Simulation(Settings(model="softmax_first_order", n_tokens=5, dim=2),
+                   features=X, momenta=Y)
+    first = Simulation(Settings(model="softmax_first_order", n_tokens=5, dim=2), features=X)
     np.testing.assert_array_equal(first.state.X, X)
-    assert not first.state.P.any()  # a first-order model has no momenta
+    assert not first.state.P.any()
     with pytest.raises(ValueError, match="shape"):
         Simulation(Settings(model="linear", n_tokens=5, dim=2), features=X[:4])
 
@@ -257,7 +259,8 @@ def test_measured_order_of_rk4_against_an_independent_reference(model):
         ref = ref[:n * d]  # the momenta are not a variable of a first-order model
     errors, dts = [], np.array([0.1, 0.05, 0.025])
     for dt in dts:
-        sim = Simulation(s.copy(dt=dt), features=X0, momenta=Y0)
+        given = {"features": X0} if model in FIRST_ORDER else {"features": X0, "momenta": Y0}
+        sim = Simulation(s.copy(dt=dt), **given)
         sim.advance(int(round(T / dt)))
         assert sim.status == RUNNING and sim.t == pytest.approx(T)
         got = sim.state.X.ravel() if model in FIRST_ORDER else \

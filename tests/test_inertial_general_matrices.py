@@ -129,17 +129,22 @@ def test_hamiltonian_models_refuse_non_symmetric_matrices_with_a_message():
 
 @pytest.mark.parametrize("model", PART_II_MODELS)
 def test_given_features_and_momenta_are_honoured_by_every_part_two_model(model):
-    """``Simulation(settings, features=X, momenta=Y)``: the run starts from ``X`` (and
-    ``Y`` for the models with momenta; a first-order model has none) and its first step is
-    the model's field there."""
+    """``Simulation(settings, features=X, momenta=Y)``: the run starts from ``X`` and
+    ``Y`` (a first-order model has no momenta: it refuses ``Y`` by name) and its first
+    step is the model's field there."""
     rng = np.random.default_rng(7)
     X, Y = 0.7 * rng.standard_normal((6, 3)), 0.2 * rng.standard_normal((6, 3))
     s = Settings(model=model, n_tokens=6, dim=3, dt=1e-4, value_diag="0.5")
-    sim = Simulation(s, features=X, momenta=Y)
+    if models.get(model).build(s.values(), {})[0].second_order:
+        sim = Simulation(s, features=X, momenta=Y)
+        np.testing.assert_array_equal(sim.state.P, Y)
+    else:
+        with pytest.raises(ValueError, match=f"model '{model}' has no momenta"):
+            Simulation(s, features=X, momenta=Y)
+        sim = Simulation(s, features=X)
+        np.testing.assert_array_equal(sim.state.P, np.zeros_like(Y))
     st = sim.state
     np.testing.assert_array_equal(st.X, X)
-    second = sim.problem.second_order
-    np.testing.assert_array_equal(st.P, Y if second else np.zeros_like(Y))
     dX, _ = models.get(model).readable["field"](sim.problem, 0.0, X, st.P)
     sim.advance(1)
     np.testing.assert_allclose((sim.state.X - X) / 1e-4, dX, rtol=1e-3, atol=1e-5)

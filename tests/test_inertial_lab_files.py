@@ -115,16 +115,20 @@ def test_diagonals_are_read_only_for_a_matrix_the_file_lacks():
     s = Settings(model="linear", kernel_diag="1, 2", value_diag="3, 4")  # d = 2: unused
     r = run_lab_experiment(s, arrays={"features": X, "kernel": A, "value": V})
     assert r.settings["kernel_diag"] == "1, 2"
-    with pytest.raises(ValueError, match="A diagonal needs 1 or d = 3"):
+    with pytest.raises(ValueError, match=r"A diagonal \(the file has no A\) needs 1 or d = 3"):
         run_lab_experiment(s, arrays={"features": X, "value": V})
-    r = run_lab_experiment(s.copy(kernel_diag="2", value_diag="5"),
-                           arrays={"features": X, "value": V})
-    np.testing.assert_array_equal(r.data.A, 2 * np.eye(3))
+    r = run_lab_experiment(s.copy(kernel_diag="2"), arrays={"features": X, "value": V})
+    np.testing.assert_array_equal(r.data.A, 2 * np.eye(3))  # V's diagonal "3, 4" unread
     np.testing.assert_array_equal(r.data.V, V)
+    # the same in a Simulation: a given matrix's diagonal is not read
+    sim = Simulation(s.copy(model="linear", kernel_diag="2", n_tokens=10, dim=3),
+                     features=X, value=V)
+    np.testing.assert_array_equal(sim.problem.A, 2 * np.eye(3))
 
 
 @pytest.mark.parametrize("arrays, words", [
-    ({"score_matrix": np.eye(3)}, "M belongs to the Part I models|score_matrix"),
+    ({"score_matrix": np.eye(3)}, "; M belongs to the Part I models"),
+    ({"score_matrix": np.eye(3), "value_matrix": np.eye(3)}, "; M and W_V belong to the"),
     ({"kernel": np.eye(2)}, r"A must have shape \(3, 3\)"),
     ({"momenta": np.ones((4, 3))}, r"P must have shape \(10, 3\)"),
     ({"kernel": np.triu(np.ones((3, 3)))}, "symmetric kernel A"),
@@ -135,6 +139,9 @@ def test_diagonals_are_read_only_for_a_matrix_the_file_lacks():
     ({"features": np.ones((2, 3))}, "span R|n_tokens >= dim"),
     ({"features": np.ones(5)}, r"X must be a matrix \(N, d\)"),
     ({"features": np.ones((4, LAB_MAX_DIM + 1))}, "at most"),
+    ({"features": np.ones((2000, 3))}, "at most N = 64"),  # before the settings' bound
+    ({"features": np.ones((1, 3))}, r"N ≥ 2, d ≥ 1, got shape \(1, 3\)"),
+    ({"features": np.ones((5, 0))}, r"N ≥ 2, d ≥ 1, got shape \(5, 0\)"),
 ])
 def test_refused_arrays_name_what_is_wrong(arrays, words):
     X, A, V = _general()
@@ -190,8 +197,10 @@ def test_a_refused_file_changes_nothing(lab):
     X, A, V = _general()
     for name, data, words in (
             ("skew.npz", _npz(X=X, A=A + np.triu(np.ones((3, 3)), 1), V=V), "symmetric"),
-            ("partone.npz", _npz(X=X, M=np.eye(3)), "Part I"),
+            ("partone.npz", _npz(X=X, M=np.eye(3)), "M belongs to the Part I"),
             ("junk.npz", b"not an archive", "not a .npz archive"),
+            ("cut.npz", _npz(X=X, A=A)[:150], "cannot read it as a .npz file"),
+            ("objects.npz", _npz(X=np.array([[1, "a"]], dtype=object)), "holds object"),
             ("nox.npz", _npz(A=A), "must hold the features X")):
         _upload(lab, name, data)
         assert lab.message.visible and lab.message.alert_type == "danger"
@@ -199,6 +208,56 @@ def test_a_refused_file_changes_nothing(lab):
         assert words in lab.message.object
         assert lab.arrays is None and lab.upload_note.object == UPLOAD_HELP
         assert (lab.status.object, dict(lab.eig_first.data), lab.settings.values()) == before
+
+
+def test_while_a_file_is_used_its_settings_are_greyed_out(lab):
+    X, A, V = _general()
+    _upload(lab, "mine.npz", _npz(X=X, A=A, V=V))
+    for name in ("n_tokens", "dim", "cloud", "second_moment", "matrix_draw"):
+        assert lab.controls[name].disabled, name
+    assert not lab.controls["alpha"].disabled and not lab.controls["seed"].disabled
+    assert lab.controls["n_tokens"].value == 10
+    assert lab.use_generated_data()
+    assert not any(w.disabled for w in lab.controls.values())
+    _upload(lab, "onlyA.npz", _npz(X=X, A=A))  # V from its diagonal: typed, drawn
+    assert not lab.value_input.disabled and not lab.controls["matrix_draw"].disabled
+
+
+def test_a_refused_file_can_be_chosen_again_once_the_settings_fit(lab):
+    """A d = 3 file without V needs a V diagonal of 1 or 3 values; refused with the
+    lab's "1, 2" (d = 2), it runs when the same file is chosen again after a fix."""
+    X, A, _ = _general()
+    data = _npz(X=X, A=A)
+    lab.value_input.value = "1, 2"
+    lab.run()
+    _upload(lab, "mine.npz", data)
+    assert "Not used: mine.npz" in lab.message.object and "V diagonal" in lab.message.object
+    lab.value_input.value = "0.5"
+    _upload(lab, "mine.npz", data)
+    assert not lab.message.visible and lab.arrays is not None
+
+
+def test_back_to_generated_data_restores_its_settings_or_keeps_the_file(lab):
+    """The generated data come back with the N, d and diagonals they had (not the V
+    diagonal typed for the file's d = 3); if they cannot run, the file stays in use and
+    the lab says so."""
+    X, A, _ = _general()
+    lab.value_input.value = "1, 2"  # d = 2
+    assert lab.run()
+    lab.value_input.value = "0.5"
+    _upload(lab, "onlyA.npz", _npz(X=X, A=A))
+    lab.value_input.value = "0.5, 1, 2"  # typed for the file's d = 3, and run
+    assert lab.run() and lab.settings.value_diag == "0.5, 1, 2"
+    assert lab.use_generated_data()
+    assert (lab.settings.n_tokens, lab.settings.dim) == (16, 2)
+    assert lab.settings.value_diag == "1, 2" and lab.value_input.value == "1, 2"
+    # a run of the generated data that is refused leaves the file in use
+    _upload(lab, "again.npz", _npz(X=X, A=A, V=np.eye(3)))
+    lab._generated["kernel_diag"] = "1, 2, 3"  # (as if the settings had changed since)
+    assert not lab.use_generated_data()
+    assert "Still using the file" in lab.message.object and "A diagonal" in lab.message.object
+    assert lab.arrays is not None and lab.generated_button.visible
+    assert "(numerical)" in lab.status.object and "Running again.npz" in lab.caption.object
 
 
 def test_back_to_generated_data_and_presets_leave_the_file(lab):
@@ -214,4 +273,5 @@ def test_back_to_generated_data_and_presets_leave_the_file(lab):
     assert lab.arrays is not None
     lab.preset = "effective depth"
     assert lab.arrays is None and lab.upload_note.object == UPLOAD_HELP
+    assert "Running" not in lab.caption.object
     assert "(numerical)" not in lab.status.object

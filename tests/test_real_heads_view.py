@@ -73,6 +73,7 @@ def test_upload_runs_your_weights_and_refuses_bad_files():
     buffer = io.BytesIO()  # Part II arrays: refused with where to run them
     np.savez(buffer, X=X, A=np.eye(3), V=np.eye(3))
     dash.real_heads.upload.value = buffer.getvalue()
-    assert "A and V are Part II arrays" in dash.real_heads.upload_note.object
+    assert "A and V are Part II arrays: upload this file in the Inertial lab tab" in \
+        dash.real_heads.upload_note.object
     assert "--weights FILE --model linear_accelerated" in dash.real_heads.upload_note.object
     np.testing.assert_array_equal(dash.sim.problem.M, M)

@@ -6,8 +6,8 @@ and returns a :class:`LabResult`, every array its plots show (Theory page, Part 
 1. the data (:func:`lab_data`): kernel ``A ≻ 0`` and value ``V = Vᵀ`` from their
    eigenvalues ``a``, ``v``, and a token cloud ``X(0)`` whitened to ``S(0) = s₀ I``;
 2. blow-up (:func:`blowup_times`): the first-order ``T_max = min 1/(2 a_k v_k s₀)`` of
-   ``Ṡ = V S A S + S A S V`` (closed form) and the blow-up time of the accelerated
-   moment system ``(S, P)``, ``P(0) = 0``, found numerically;
+   ``Ṡ = V S A S + S A S V`` (closed form; numerical for a file's data) and the blow-up
+   time of the accelerated moment system ``(S, P)``, ``P(0) = 0``, found numerically;
 3. the eigenvalues of ``S(t)`` of both moment systems up to a common horizon
    (:func:`lab_horizon`, :func:`moment_runs`, :func:`eigenvalue_curves`);
 4. the first-order particle flow ``ẋ_i = V S A x_i``: the cloud shortly before
@@ -23,6 +23,15 @@ and returns a :class:`LabResult`, every array its plots show (Theory page, Part 
 Curves (:class:`Curve`) hold only finite points, and only ``y > 0`` where they are
 drawn on a logarithmic axis, so that a view can draw them as they are.
 
+Your own data: ``run_lab_experiment(settings, arrays={...})`` runs every experiment from
+the features ``X`` (and optionally the kernel ``A``, the value ``V``, the momenta ``P``) of
+a weights file instead of the generated ones (:func:`file_data`); a matrix the file lacks
+comes from its diagonal setting. The first-order ``T_max`` is then found numerically (the
+closed form needs ``A``, ``V`` and ``S(0)`` that commute); the moment systems, the clouds
+and the layers start at rest (``P(0) = 0``) as always, and the momenta start the streamed
+softmax models that have momenta (the inertial one runs only when ``A`` and ``V``
+commute).
+
 Import it as ``dynamics.inertial.experiments``: ``dynamics.inertial`` does not re-export
 it, because the models import that package while ``dynamics`` loads, before the
 :class:`~dynamics.Settings` and :func:`~dynamics.simulate` this module uses exist.
@@ -35,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cli import WEIGHT_ARRAYS
 from ..settings import Settings
 from .accelerated import accelerated_trajectory
 from .clouds import initial_cloud, second_moment
@@ -74,9 +84,10 @@ from .matrices import model_matrices, parse_diagonal, require_symmetric
 #: The arrays a lab run takes from a weights file (the names of
 #: :data:`dynamics.cli.WEIGHT_ARRAYS`: ``X``, ``P``, ``A``, ``V``); ``features`` is needed.
 LAB_ARRAYS = ("features", "momenta", "kernel", "value")
-#: The largest data from a file the lab runs (its ``solve_ivp`` runs carry ``N·d`` and
-#: ``2d²`` states, at tight tolerances).
-LAB_MAX_TOKENS, LAB_MAX_DIM = 256, 16
+#: The largest data from a file the lab runs: a run takes 0.6 s at N = 64, d = 16, and
+#: took 12 s at N = 256 (most of it the three streamed softmax models, whose steps cost
+#: N²d), too long for a page that waits for it.
+LAB_MAX_TOKENS, LAB_MAX_DIM = 64, 16
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,8 @@ class LabResult:
         The setting values of the run.
     data : LabData
     first_order_time : float
-        ``T_max`` of the first-order flow (closed form), ``inf`` if it does not blow up.
+        ``T_max`` of the first-order flow (closed form; for a file's data the time
+        ``λ_max(S)`` reaches :data:`THRESHOLD`), ``inf`` if it does not blow up.
     accelerated_time : float
         Blow-up time of the accelerated moment system with ``P(0) = 0`` (numerical, up
         to :data:`T_LIMIT`), ``inf`` if none.
@@ -214,6 +226,35 @@ def lab_data(settings: Settings, arrays: Mapping | None = None) -> LabData:
                    Damping.from_settings(settings))
 
 
+def file_shape(arrays: Mapping) -> tuple[int, int]:
+    """``(N, d)`` of a weights file's features, checked before any setting takes them.
+
+    Raises
+    ------
+    ValueError
+        Arrays of the main tab's models (``M``, ``W_V``), no features ``X``, ``X`` not a
+        matrix with ``N ≥ 2``, ``d ≥ 1``, or more than :data:`LAB_MAX_TOKENS` tokens or
+        :data:`LAB_MAX_DIM` dimensions.
+    """
+    names = {v: k for k, v in WEIGHT_ARRAYS.items()}  # the file's names of the arrays
+    other = sorted(names.get(k, k) for k in set(arrays) - set(LAB_ARRAYS))
+    if other:
+        raise ValueError(f"the lab runs the Part II arrays X, P, A, V; {' and '.join(other)} "
+                         f"{'belongs' if len(other) == 1 else 'belong'} to the Part I "
+                         "models of the main tab (upload the file there)")
+    if "features" not in arrays:
+        raise ValueError("the lab needs the features X, shape (N, d)")
+    shape = np.shape(arrays["features"])
+    if len(shape) != 2 or shape[0] < 2 or shape[1] < 1:
+        raise ValueError(f"X must be a matrix (N, d) with N ≥ 2, d ≥ 1, got shape {shape}")
+    n, d = shape
+    if n > LAB_MAX_TOKENS or d > LAB_MAX_DIM:
+        raise ValueError(f"the lab runs at most N = {LAB_MAX_TOKENS} tokens of dimension "
+                         f"d = {LAB_MAX_DIM}, got N = {n}, d = {d} (run larger data with "
+                         "python -m dynamics run --weights FILE)")
+    return n, d
+
+
 def file_data(settings: Settings, arrays: Mapping) -> LabData:
     """The data of a lab run from a weights file.
 
@@ -240,24 +281,19 @@ def file_data(settings: Settings, arrays: Mapping) -> LabData:
         dimensions, ``A`` or ``V`` not symmetric, ``A`` not positive definite, or
         ``S(0) = XᵀX/N`` singular (the clouds compared share it).
     """
-    other = sorted(set(arrays) - set(LAB_ARRAYS))
-    if other:
-        raise ValueError(f"the lab runs the Part II arrays X, P, A, V; {', '.join(other)} "
-                         "belong to the Part I models of the main tab (upload the file there)")
-    if "features" not in arrays:
-        raise ValueError("the lab needs the features X, shape (N, d)")
-    X = np.asarray(arrays["features"], dtype=float)
-    if X.ndim != 2 or X.shape[0] < 2:
-        raise ValueError(f"X must be a matrix (N, d) with N ≥ 2, got shape {X.shape}")
-    n, d = X.shape
-    if n > LAB_MAX_TOKENS or d > LAB_MAX_DIM:
-        raise ValueError(f"the lab runs at most N = {LAB_MAX_TOKENS} tokens of dimension "
-                         f"d = {LAB_MAX_DIM}, got N = {n}, d = {d} (run larger data with "
-                         "python -m dynamics run --weights FILE)")
+    n, d = file_shape(arrays)
     if (settings.n_tokens, settings.dim) != (n, d):
         raise ValueError(f"the settings have N = {settings.n_tokens}, d = {settings.dim}; "
-                         f"the features have shape {X.shape}")
-    generated = lab_data(settings) if not {"kernel", "value"} <= set(arrays) else None
+                         f"the features have shape {(n, d)}")
+    X = np.asarray(arrays["features"], dtype=float)
+    generated = None
+    if not {"kernel", "value"} <= set(arrays):  # the diagonal of a matrix the file lacks
+        a, v = (parse_diagonal("1" if key in arrays else getattr(settings, diagonal), d,
+                               f"{DIAGONALS[diagonal]} (the file has no {name})")
+                for diagonal, key, name in (("kernel_diag", "kernel", "A"),
+                                            ("value_diag", "value", "V")))
+        generated = model_matrices(a, v, d, settings.matrix_draw,
+                                   np.random.default_rng(settings.seed))
     out = {}
     for key, name, shape in (("features", "X", (n, d)), ("momenta", "P", (n, d)),
                              ("kernel", "A", (d, d)), ("value", "V", (d, d))):
@@ -269,8 +305,8 @@ def file_data(settings: Settings, arrays: Mapping) -> LabData:
         if not np.all(np.isfinite(M)):
             raise ValueError(f"{name} has entries that are not finite")
         out[name] = M
-    A = out.get("A", generated.A if generated else None)
-    V = out.get("V", generated.V if generated else None)
+    A = out.get("A", generated[0] if generated else None)
+    V = out.get("V", generated[1] if generated else None)
     require_symmetric(A, "kernel A", "the lab (its moment systems)")
     require_symmetric(V, "value matrix V", "the lab (its moment systems)")
     smallest = float(np.linalg.eigvalsh(A)[0])
@@ -294,7 +330,10 @@ def blowup_times(data: LabData) -> tuple[float, float]:
     Returns
     -------
     first_order : float
-        ``T_max = min_{v_k > 0} 1/(2 a_k v_k s0)`` (closed form), ``inf`` if ``V ⪯ 0``.
+        ``T_max = min_{v_k > 0} 1/(2 a_k v_k s0)`` (closed form), ``inf`` if ``V ⪯ 0``;
+        for a file's data (``data.a`` None: ``A``, ``V``, ``S(0)`` need not commute) the
+        time ``λ_max(S)`` of ``Ṡ = VSAS + SASV`` reaches :data:`THRESHOLD`, ``inf`` if not
+        before :data:`T_LIMIT`.
     accelerated : float
         Time ``λ_max(S)`` of the ``(S, P)`` system with ``P(0) = 0`` reaches
         :data:`THRESHOLD`, ``inf`` if not before :data:`T_LIMIT`.
@@ -351,8 +390,7 @@ def run_lab_experiment(settings: Settings | Mapping, arrays: Mapping | None = No
         changed.
     arrays : mapping, optional
         Data of a weights file (:func:`file_data`; ``n_tokens`` and ``dim`` follow its
-        ``features``, the diagonals of ``A`` and ``V`` are then not read unless the file
-        lacks ``A`` or ``V``).
+        ``features``; the diagonal of ``A`` or ``V`` is read only if the file lacks it).
     **changes
         Setting values replacing those of ``settings`` for this run (e.g. the diagonals
         of ``A`` and ``V`` as typed).
@@ -368,13 +406,11 @@ def run_lab_experiment(settings: Settings | Mapping, arrays: Mapping | None = No
         (:func:`lab_data`). A softmax model that cannot run is reported in
         :attr:`LabResult.messages` instead.
     """
-    if arrays:
-        X = np.asarray(arrays.get("features", np.zeros((0, 0))))
-        if X.ndim == 2:
-            changes = {"n_tokens": X.shape[0], "dim": X.shape[1], **changes}
-    # with both matrices from the file, the diagonals are not used (they need not fit d)
-    s = lab_settings(settings, parse_diagonals=not (arrays and {"kernel", "value"} <= set(arrays)),
-                     **changes)
+    if arrays:  # N, d from the file (checked first: its messages name the file's arrays)
+        n, d = file_shape(arrays)
+        changes = {"n_tokens": n, "dim": d, **changes}
+    # with data from a file, file_data reads the diagonal of a matrix the file lacks only
+    s = lab_settings(settings, parse_diagonals=not arrays, **changes)
     data = lab_data(s, arrays)
     t_first, t_acc = blowup_times(data)
     horizon = lab_horizon(t_first, t_acc)

@@ -42,6 +42,8 @@ LAYER_SCHEMES = ("euler", "kick_damp_drift")
 #: Streamed softmax models: ``SOFTMAX_FRAMES`` frames of ``SOFTMAX_STEPS`` steps each,
 #: a run stopping as diverged once ``λ_max(S)`` or a norm passes ``SOFTMAX_NORM_LIMIT``.
 SOFTMAX_MODELS = ("softmax_inertial", "softmax_momentum", "softmax_first_order")
+#: Those without momenta (a file's ``P`` is not given to them).
+FIRST_ORDER_MODELS = ("softmax_first_order",)
 SOFTMAX_STEPS = 5
 SOFTMAX_FRAMES = 60
 SOFTMAX_NORM_LIMIT = 1e6
@@ -266,7 +268,7 @@ def softmax_curves(settings: Settings, arrays=None
     settings : Settings
     arrays : mapping, optional
         A weights file's ``features``, ``kernel``, ``value`` and ``momenta``, passed to
-        :class:`dynamics.Simulation` (the first-order model starts from the features only).
+        :class:`dynamics.Simulation` (but the momenta to :data:`FIRST_ORDER_MODELS`).
 
     Returns
     -------
@@ -278,10 +280,13 @@ def softmax_curves(settings: Settings, arrays=None
     """
     curves, messages = {}, []
     for model in SOFTMAX_MODELS:
+        given = dict(arrays or {})
+        if model in FIRST_ORDER_MODELS:
+            given.pop("momenta", None)
         try:
             run_settings = settings.copy(model=model, norm_limit=SOFTMAX_NORM_LIMIT)
             run = simulate(run_settings, t_end=SOFTMAX_FRAMES * SOFTMAX_STEPS * settings.dt,
-                           every=SOFTMAX_STEPS, arrays=dict(arrays or {}))
+                           every=SOFTMAX_STEPS, arrays=given)
         except ValueError as exc:
             curves[model] = Curve(np.zeros(0), np.zeros(0))
             messages.append(f"{model}: {exc}")

@@ -26,6 +26,7 @@ from ..inertial.clouds import initial_cloud
 from ..inertial.damping import NO_DAMPING, Damping
 from ..inertial.matrices import model_matrices, require_symmetric, value_kernel_ratio
 from ..state import State
+from .part_one import refuse_unused
 
 #: Settings of the kernel, the value matrix and the initial cloud (a change restarts).
 CLOUD_SETTINGS = ("kernel_diag", "value_diag", "matrix_draw", "cloud", "second_moment")
@@ -151,8 +152,9 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
         Setting values.
     given : dict
         User-given arrays, validated: ``features`` (N, d) replace the cloud, ``momenta``
-        (N, d) the zero momenta of a second-order model, ``kernel`` and ``value``
-        (d, d) the matrices of the settings.
+        (N, d) the zero momenta of a second-order model (a first-order one refuses them),
+        ``kernel`` and ``value`` (d, d) the matrices of the settings (whose diagonal is
+        then not read).
     problem_type : type
         The model's :class:`Problem` subclass.
 
@@ -163,17 +165,18 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
     Raises
     ------
     ValueError
-        Bad ``kernel_diag`` / ``value_diag``, ``A`` not positive definite, ``B = V A⁻¹``
-        not positive definite where needed (the message says what to give), or
-        ``n_tokens < dim`` for a cloud.
+        Bad ``kernel_diag`` / ``value_diag``, ``A`` not positive definite, momenta
+        given to a first-order model (:class:`~dynamics.models.part_one.UnusedArrays`),
+        ``B = V A⁻¹`` not positive definite where needed (the message says what to
+        give), or ``n_tokens < dim`` for a cloud.
     """
     rng = np.random.default_rng(values["seed"])
     n, d = values["n_tokens"], values["dim"]
-    # with both matrices given, the diagonals are not read (they need not fit d), but the
-    # generator draws as without them: the cloud is the same
-    both = "kernel" in given and "value" in given
-    A, V = model_matrices("1" if both else values["kernel_diag"],
-                          "1" if both else values["value_diag"], d, values["matrix_draw"], rng)
+    # the diagonal of a given matrix is not read (it need not fit d), but the generator
+    # draws as without it: the cloud is the same
+    A, V = model_matrices("1" if "kernel" in given else values["kernel_diag"],
+                          "1" if "value" in given else values["value_diag"], d,
+                          values["matrix_draw"], rng)
     B = None
     if "kernel" in given or "value" in given:  # the problem checks them (and makes B)
         A, V = given.get("kernel", A), given.get("value", V)
@@ -184,9 +187,8 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
         X = given["features"]
     else:
         X = initial_cloud(values["cloud"], n, d, values["second_moment"], rng)
-    Y = np.zeros((n, d))
-    if problem_type.second_order and "momenta" in given:
-        Y = given["momenta"]
+    refuse_unused(values, given, momentum=problem_type.second_order, slaved=True)
+    Y = given.get("momenta", np.zeros((n, d)))
     problem = problem_type(A=A, V=V, damping=damping_of(values), B=B)
     return problem, State(t=0.0, X=X, P=Y)
 
