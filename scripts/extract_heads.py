@@ -12,7 +12,9 @@ Any BERT-style checkpoint folder works: ``config.json`` (``hidden_size``,
 ``num_attention_heads``, ``num_hidden_layers``, ``layer_norm_eps``), ``tokenizer.json``
 (the ``tokenizers`` library's format) and ``model.safetensors`` with the tensor names of
 Hugging Face's ``BertModel`` (an optional ``bert.`` prefix is accepted). Nothing is
-downloaded; NumPy, ``safetensors`` and ``tokenizers`` only (no torch).
+downloaded; NumPy, ``safetensors`` and ``tokenizers`` only (no torch; the exact GELU's
+``erf`` comes from SciPy, a dependency of the package: the standard library's ``math.erf``
+differs in the last bits and does not rebuild the shipped file byte for byte).
 
 The true attention comes from this script's own full forward pass, in float64: embeddings
 (word + position + token type) and layer norm; per layer self-attention with its biases
