@@ -50,9 +50,30 @@ from .transient import (
 
 #: Largest step × attention-feedback gain the explicit prediction of value matching takes.
 FEEDBACK_GAIN_STEP = 0.25
-#: Value matching's fast transients on steps with λh at least ``GRADED_LAMBDA_H``: in
-#: sub-steps, the first of ``GRADED_FIRST`` times the time of their decay, ``1/(λ + gain)``.
+#: Value matching's fast transients on stiff steps (``λh`` above ``STIFF_LAMBDA_H``): in
+#: sub-steps, the first of ``GRADED_FIRST`` times the time of their decay, ``1/(λ + gain)``,
+#: each next twice as long up to ``h / GRADED_SUBSTEPS``. Without that cap the sub-steps
+#: where ``λδ ~ 1`` have a size fixed by ``1/λ``, not ``h``, and their error of ∫D stays as
+#: ``h`` falls (issue #12, ``tests/stiff_reference.py``, dt = 0.01 … 0.00125 at λh = 100:
+#: 5.4e-7, 5.0e-7, 4.9e-7, 4.9e-7 relative; capped at h/32, 5.0e-7, 4.1e-7, 1.6e-7,
+#: 1.8e-8). Every sub-step takes the stiff branch, whatever its ``λδ``: by the trapezoidal
+#: rule, ∫D of a transient decaying like ``e^{−2λt}`` is off by ``(2λδ)²/12`` per sub-step
+#: (λh = 10: 9.8e-4 at dt = 0.00125 with h/32; by the logarithmic mean of the two rates,
+#: exact for one exponential, 3.9e-5). The order fitted at λh = 100 depends on the cap, as
+#: the first step's error meets that of the rest of the run (``tests/stiff_reference.py``):
+#: 0.80, 1.88, 2.10, 2.25, 4.43, 2.38, 2.06, 1.31 with 16, 24, 28, 32, 40, 48, 64, 128
+#: sub-steps; λh = 1 stays at 1.97. Graded from λh = 0.25 up only, λh = 1 took
+#: dt = 0.00125 whole (λh = 0.125) and erred by 2.5e-6 there, more than at dt = 0.0025
+#: (1.1e-6).
 GRADED_FIRST = 0.25
+GRADED_SUBSTEPS = 32
+#: ... while the feedback's gain is at most ``GRADED_GAIN λ`` (λh = 1, 10, 100 there: 1.03 λ).
+#: A stronger feedback dominates the relaxation, and ``W₀``, measured against the frozen
+#: relaxation's lagged target, stays large on every step (25 … 340 at β = 5, γ = 20, κ = 3,
+#: gain up to 33 λ): graded as above, every step of those runs took 32 sub-steps or more.
+#: They keep the earlier grading: from ``λh`` = ``GRADED_LAMBDA_H`` up, uncapped, the
+#: sub-steps under ``STIFF_LAMBDA_H`` on the trapezoidal rule.
+GRADED_GAIN = 4.0
 GRADED_LAMBDA_H = 0.25
 #: ... when their transient is a distant start: some row of ``W₀`` (logits minus their
 #: lagged target) oscillates by more than ``GRADED_OSC``. While attention tracks a target
@@ -61,6 +82,16 @@ GRADED_LAMBDA_H = 0.25
 #: ``1/λ``, not by ``h``, and the error fell like ``h^1.2`` (features 8.9e-4 … 7.8e-5 for
 #: ``h`` = 1/8 … 1/64 at γ = 20); taken whole, like ``h²`` (8.3e-3 … 1.3e-4).
 GRADED_OSC = 0.5
+#: A step after a graded one is graded too while its transient still decays: ``osc(W₀)``
+#: below ``e^{−GRADED_DECAY λh}`` times that of the step before (the lag of a tracked
+#: target stays, and ends the chain). The rest of a transient taken whole relaxes at the
+#: frozen ``λ`` of :mod:`.transient`, not at the faster rate the feedback gives (``osc(W₀)``
+#: fell like ``e^{−1.08 λt}`` at λh = 10): from ``osc(W₀)`` = 0.28 after the graded first
+#: step (dt = 0.0025, λh = 10 at dt = 0.01) that step alone erred by 2.5e-6 in ∫D, the
+#: graded first step by 4.8e-7. Graded on, λh = 10 went from 8.0e-7, 3.1e-8, 2.3e-6, 6.6e-7
+#: (dt = 0.01 … 0.00125) to 8.1e-7, 4.7e-7, 1.7e-7, 4.9e-8; the chain grades 2, 3, 5, 10
+#: steps there, 8 … 57 at λh = 1 (2 … 16 without it).
+GRADED_DECAY = 0.5
 
 
 @dataclass(frozen=True)
@@ -110,6 +141,8 @@ class VerletCarry:
     osc_before: tuple | None = None
     #: steps whose ``dS/dt`` and bound wait for :meth:`TrackedEtdVerlet.finish`
     pending: Pending | None = None
+    #: ``osc(W₀)`` at the start of the step before when it was graded, else 0
+    graded_osc: float = 0.0
 
 
 class EtdVerlet(Stepper):
@@ -165,28 +198,32 @@ class EtdVerlet(Stepper):
         X1, P1, Z1, A1, S1, carry1, X1M, dissipated, transient = self.verlet(st, carry, h,
                                                                              gain=gain)
         lam = self.problem.relaxation_rate
-        if transient and gain > 0.0 and lam * h >= GRADED_LAMBDA_H:
+        fine = gain <= GRADED_GAIN * lam
+        if transient and gain > 0.0 and (fine or lam * h >= GRADED_LAMBDA_H):
             X1, P1, Z1, A1, S1, carry1, X1M, dissipated = self.graded(st, carry, h,
-                                                                      lam + gain)
+                                                                      lam + gain, fine)
+            carry1 = replace(carry1, graded_osc=transient if fine else 0.0)
         new = State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=st.S_dot, B=st.B,
                     dissipated=st.dissipated + dissipated, work=st.work)
         return self.track(st, carry, new, carry1, X1M, h)
 
-    def graded(self, st, carry, h, rate):
-        """A step of value matching with a fast transient (``λh`` at least
-        ``GRADED_LAMBDA_H``), in sub-steps that resolve it: the first of
-        ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as long. The feedback
+    def graded(self, st, carry, h, rate, fine):
+        """A stiff step of value matching with a fast transient, in sub-steps that resolve
+        it: the first of ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as
+        long; if ``fine`` (see :data:`GRADED_GAIN`), none longer than
+        ``h / GRADED_SUBSTEPS`` and each on the stiff branch of :meth:`verlet`. The feedback
         speeds the transient's decay up, which the frozen relaxation of :mod:`.transient`
         leaves out. Returns what :meth:`verlet` returns, without its flag."""
-        dissipated, sub, sub_carry, t = 0.0, st, carry, 0.0
-        delta = GRADED_FIRST / rate
+        dissipated, sub, t = 0.0, st, 0.0
+        sub_carry = replace(carry, graded_osc=0.0)
+        delta, cap = GRADED_FIRST / rate, h / GRADED_SUBSTEPS if fine else h
         while t < h:
-            delta = min(delta, h - t)
+            delta = min(delta, cap, h - t)
             if h - t - delta < 1e-3 * delta:  # no sliver of a last sub-step
                 delta = h - t
             busy = (st.S, st.Z, st.A, carry.S_hat, sub.S, sub.Z, sub.A, sub_carry.S_hat)
             X1, P1, Z1, A1, S1, sub_carry, X1M, d, _ = self.verlet(
-                sub, sub_carry, delta, busy, gain=self.feedback_gain(sub))
+                sub, sub_carry, delta, busy, gain=self.feedback_gain(sub), substep=fine)
             dissipated += d
             t += delta
             sub = State(t=st.t + t, X=X1, P=P1, Z=Z1, A=A1, S=S1)
@@ -197,20 +234,21 @@ class EtdVerlet(Stepper):
         """Hook for the tracking bound (see :class:`TrackedEtdVerlet`)."""
         return new, new_carry
 
-    def verlet(self, st, carry, h, busy=(), gain=0.0):
+    def verlet(self, st, carry, h, busy=(), gain=0.0, substep=False):
         """One step. Returns ``X₁, P₁, Z₁, A₁, S₁``, the new carry, ``X₁M``, the energy
-        dissipated and whether the step carried a fast transient from a distant start
-        (:data:`GRADED_OSC`). ``busy``: arrays the stepper's ring must not hand out (those
-        of the state a sub-step started from);
+        dissipated and, when the step carried a fast transient from a distant start
+        (:data:`GRADED_OSC`) or one still decaying after a graded step (:data:`GRADED_DECAY`),
+        its ``osc(W₀)`` (else 0). ``busy``: arrays the stepper's ring must not hand out
+        (those of the state a sub-step started from);
         ``gain``: :meth:`feedback_gain` at ``st``; value matching solves its feedback
-        implicitly on a stiff step (``λh`` above ``STIFF_LAMBDA_H``) or when
-        ``gain·h`` exceeds ``FEEDBACK_GAIN_STEP``."""
+        implicitly on a stiff step (``λh`` above ``STIFF_LAMBDA_H``, or a ``substep`` of
+        :meth:`graded`) or when ``gain·h`` exceeds ``FEEDBACK_GAIN_STEP``."""
         prob, work = self.problem, self.work
         c = self.constants(h)
         beta, lam, tau, coef = c.beta, c.lam, 0.5 * h, c.logit
         shape = st.Z.shape
         vm = prob.attention_feedback
-        stiff = lam * h > STIFF_LAMBDA_H
+        stiff = substep or lam * h > STIFF_LAMBDA_H
         predicted = False  # value matching's Ŝ₁ from a prediction of A₁
         force0, G0 = carry.force, carry.G
         if force0 is None or (vm and G0 is None):
@@ -266,13 +304,15 @@ class EtdVerlet(Stepper):
         P1 = P_half + tau * force1
         dissipated = 0.5 * h * (D0 + D1)  # the trapezoidal rule ...
         if not stiff:
-            return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, False
+            return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, 0.0
         # ... and on a stiff step the share of the transient towards the lagged target
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
-        if tracks(W0, work.get("etd.dev", shape)):
+        osc_W0 = float(_max_reduce(en.oscillation(W0), None))
+        decaying = osc_W0 < carry.graded_osc * math.exp(-GRADED_DECAY * lam * h)
+        if not decaying and tracks(W0, work.get("etd.dev", shape)):
             dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
             tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, c.lag, work)
-            return X1, P1, Z1, A1, S1, carry1, X1M, dissipated + h * tr.mean_D, False
+            return X1, P1, Z1, A1, S1, carry1, X1M, dissipated + h * tr.mean_D, 0.0
         A_mean, _ = transient_mean(st.Z, S_hat0, S_hat1, st.A, A1, W0, beta, lam, h, work,
                                    "etd")
         # the kicks weigh A₀ and A₁ by h/2 each; the rest of the step's mean goes here
@@ -281,8 +321,8 @@ class EtdVerlet(Stepper):
         dissipated = path_dissipation(st.Z, S_hat0, st.A, Z1, S_hat1, A1, A_mean, beta)
         if vm:
             dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
-        distant = float(_max_reduce(en.oscillation(W0), None)) > GRADED_OSC
-        return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, distant
+        graded = decaying or osc_W0 > GRADED_OSC
+        return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, osc_W0 if graded else 0.0
 
 
 class TrackedEtdVerlet(EtdVerlet):
