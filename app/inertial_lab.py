@@ -44,6 +44,8 @@ from .timeseries import legend_below
 PRESETS_PATH = asset("presets", "inertial.json")
 CONTROLS = ["matrix_draw", "damping", "alpha", "nesterov_r", "nesterov_t0", "layer_h",
             "theta", "cloud", "second_moment", "n_tokens", "dim", "seed", "dt"]
+#: Smallest span of the Hamiltonian's axis, relative to the largest ``|H|`` drawn.
+HAM_SPAN = 0.02
 #: The settings a file's data replace, restored when the lab leaves the file.
 FILE_SETTINGS = ("n_tokens", "dim", "kernel_diag", "value_diag")
 #: The controls of generated data a file makes void (greyed out while it is used; also
@@ -437,6 +439,10 @@ class InertialLab(pn.viewable.Viewer):
                         f"crossing {r.crossing_layer}")),
                       _x_end(r.layers.values()))
         self.ham_src.data = {"t": r.hamiltonian.x, "H": r.hamiltonian.y}
+        # a conserved H is drawn flat: the axis spans at least HAM_SPAN of its size, not
+        # the solver's last digits
+        H = np.abs(r.hamiltonian.y)
+        self.ham_fig.y_range.min_interval = HAM_SPAN * float(H.max()) if H.size else None
         for model, src in self.soft_src.items():
             src.data = {"t": r.softmax[model].x, "s": r.softmax[model].y}
         for fig, curves, extra in (

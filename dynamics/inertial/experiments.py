@@ -56,6 +56,7 @@ from .lab_curves import (  # noqa: F401
     CLOUD_SAMPLES,
     DIAGONALS,
     EIGEN_SAMPLES,
+    H_TERMS_LIMIT,
     LAYER_SCHEMES,
     SOFTMAX_FRAMES,
     SOFTMAX_MODELS,
@@ -127,8 +128,9 @@ class LabResult:
         First kick-damp-drift layer with ``λ_max(S_l) ≥ θ``, and ``⌈T_θ/h⌉`` from the
         continuous system (None: no crossing).
     hamiltonian : Curve
-        ``(t, H(S(t), P(t)))`` of the accelerated moment system, its last sample (the
-        state at the blow-up or at the horizon) left out.
+        ``(t, H(S(t), P(t)))`` of the accelerated moment system while the solver
+        resolves it (:func:`~dynamics.inertial.lab_curves.hamiltonian_curve`: up to where
+        its terms reach :data:`H_TERMS_LIMIT` times their start), never its last sample.
     softmax : dict of str to Curve
         For each model of :data:`SOFTMAX_MODELS`: ``(t, λ_max(S(t)))`` every
         :data:`SOFTMAX_STEPS` steps of ``settings.dt``, ``λ_max > 0`` (empty for a
