@@ -345,6 +345,9 @@ class InertialLab(pn.viewable.Viewer):
         except ValueError as exc:
             self._error(str(exc))
             return False
+        except (ArithmeticError, np.linalg.LinAlgError) as exc:  # data beyond what runs
+            self._error(f"the runs failed on these data ({exc}); rescale them")
+            return False
         if arrays is not None and self._generated is None:  # leaving the generated data
             self._generated = {k: getattr(s, k) for k in FILE_SETTINGS}
         self.arrays = arrays

@@ -48,6 +48,13 @@ def read_weights(path, name: str | None = None) -> dict:
     it is loaded (a small compressed file cannot unpack gigabytes).
     """
     name = name or f"--weights {path!r}"
+    if isinstance(path, (str, os.PathLike)):  # opened here: numpy leaves a bad zip open
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+        except OSError as err:
+            raise ValueError(f"{name}: cannot read it as a .npz file ({err})") from None
+        with handle:
+            return read_weights(handle, name)
     found = {}
     try:
         f = np.load(path, allow_pickle=False)
@@ -56,6 +63,9 @@ def read_weights(path, name: str | None = None) -> dict:
                              "without a name: save X, P, ... with numpy.savez)")
         with f:
             for key in f.files:
+                if key + ".npy" not in f.zip.namelist():  # not an array: named below
+                    found[key] = None
+                    continue
                 with f.zip.open(key + ".npy") as member:
                     header = (np.lib.format.read_array_header_1_0
                               if np.lib.format.read_magic(member) == (1, 0)

@@ -215,7 +215,11 @@ def test_the_hamiltonian_curve_shows_the_energy_law_up_to_the_blow_up(preset, co
     assert t[-1] >= 0.97 * r.accelerated_time
     lab = InertialLab()
     lab.preset = preset
-    assert lab.ham_fig.y_range.min_interval == pytest.approx(0.02 * np.abs(H).max())
+    span = lab.ham_fig.y_range.min_interval  # the axis spans at least this
+    if conserved:  # what is left of the drift is under 0.5 % of the axis (1.5 px): flat
+        assert np.ptp(H) <= 5e-3 * span  # measured 0.13 %
+    else:  # the fall fills the axis
+        assert span <= 0.1 * np.ptp(H)
 
 
 def test_a_refused_setting_or_diagonal_raises_and_names_it():

@@ -138,6 +138,8 @@ def test_diagonals_are_read_only_for_a_matrix_the_file_lacks():
     ({"features": np.ones((10, 3))}, "span R"),
     ({"features": np.ones((2, 3))}, "span R|n_tokens >= dim"),
     ({"features": np.ones(5)}, r"X must be a matrix \(N, d\)"),
+    ({"features": 1e4 * np.random.default_rng(0).standard_normal((10, 3))}, "rescale X"),
+    ({"kernel": np.diag([1e-13, 1.0, 1.0])}, "condition number below 1e12"),
     ({"features": np.ones((4, LAB_MAX_DIM + 1))}, "at most"),
     ({"features": np.ones((2000, 3))}, "at most N = 64"),  # before the settings' bound
     ({"features": np.ones((1, 3))}, r"N ≥ 2, d ≥ 1, got shape \(1, 3\)"),
@@ -148,6 +150,21 @@ def test_refused_arrays_name_what_is_wrong(arrays, words):
     given = {"features": X, "kernel": A, "value": V, **arrays}
     with pytest.raises(ValueError, match=words):
         run_lab_experiment(Settings(model="linear"), arrays=given)
+
+
+def test_a_run_starting_past_its_threshold_stops_at_once():
+    """The blow-up event fires on an upward crossing: a start above the threshold is
+    blown up at t0 (it ran to t_max before: 160 s for a file with λ_max(S(0)) ≈ 1e8)."""
+    calls = []
+
+    def fun(t, y):
+        calls.append(t)
+        return y
+
+    for y0 in (np.array([2.0]), np.array([np.inf])):
+        run = integrate_until_blowup(fun, y0, 40.0, lambda y: float(y[0]), 1.0)
+        assert run.time == 0.0 and not calls
+        np.testing.assert_array_equal(run.t, [0.0])
 
 
 def test_a_part_two_simulation_with_both_matrices_ignores_the_diagonals():

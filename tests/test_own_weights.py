@@ -4,6 +4,7 @@ turns a Transformer head into ``M`` and ``W_V`` (``dynamics.heads``), checked ag
 head written out query by query."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -212,3 +213,35 @@ def test_cli_minilm_head(capsys):
                  "--summary"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["status"] == "completed"
+
+
+def test_a_weights_file_is_read_array_by_array_with_its_header_checked_first(tmp_path, capsys):
+    """Each array's shape and type come from its header before it is loaded; what is not
+    an array of real numbers is named; a damaged archive or a .npy file is refused with a
+    message, never a traceback."""
+    import zipfile
+
+    from dynamics.cli import MAX_ELEMENTS, read_weights
+
+    X = np.ones((3, 2), dtype=np.float32)
+    path = tmp_path / "w.npz"
+    np.savez_compressed(path, X=X, P=np.asfortranarray(np.ones((3, 2))))
+    arrays = read_weights(path)
+    assert arrays["features"].dtype == np.float32 and set(arrays) == {"features", "momenta"}
+    np.savez_compressed(tmp_path / "big.npz", X=np.zeros(MAX_ELEMENTS + 1))
+    np.savez(tmp_path / "text.npz", X=X)
+    with zipfile.ZipFile(tmp_path / "text.npz", "a") as zf:
+        zf.writestr("README.txt", "not an array")
+    np.savez(tmp_path / "objects.npz", X=np.array([[1, "a"]], dtype=object))
+    (tmp_path / "cut.npz").write_bytes(path.read_bytes()[:100])
+    np.save(tmp_path / "npy.npy", X)
+    words = {"big": f"has more than {MAX_ELEMENTS} numbers",
+             "text": "unknown arrays ['README.txt']", "objects": "holds object values",
+             "cut": "cannot read it as a .npz file", "npy": "holds one array without a name"}
+    for case in words:
+        name = tmp_path / (case + (".npy" if case == "npy" else ".npz"))
+        with pytest.raises(ValueError, match=re.escape(words[case])):
+            read_weights(name)
+        with pytest.raises(SystemExit) as err:
+            main(["run", "--weights", str(name), "--t-end", "0.05"])
+        assert err.value.code == 2 and words[case] in capsys.readouterr().err

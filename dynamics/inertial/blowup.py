@@ -66,8 +66,15 @@ def integrate_until_blowup(fun: Callable, y0: np.ndarray, t_max: float,
     -------
     BlowupResult
         A solver failure (step size collapsing at a singularity) counts as blow-up
-        at the last time reached.
+        at the last time reached; a start at or above ``threshold`` (or not finite) as
+        blow-up at ``t0`` (the event fires on an upward crossing only: such a run would
+        go on to ``t_max``).
     """
+    y0 = np.asarray(y0, float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        start = size(y0) if np.all(np.isfinite(y0)) else np.inf
+    if not start < threshold:
+        return BlowupResult(float(t0), np.array([float(t0)]), y0[None].copy())
     log_thr = np.log(threshold)
 
     def event(t, y):
@@ -89,7 +96,8 @@ def integrate_until_blowup(fun: Callable, y0: np.ndarray, t_max: float,
         sol = solve_ivp(safe_fun, (t0, t_max), np.asarray(y0, float), method=method,
                         rtol=rtol, atol=atol, events=event, t_eval=t_eval,
                         dense_output=False)
-    t, y = sol.t, sol.y.T
+    # (with t_eval, a solver that fails at once leaves sol.y a list)
+    t, y = np.asarray(sol.t, float), np.asarray(sol.y, float).reshape(len(y0), -1).T
     if sol.status == 1 and len(sol.t_events[0]):
         te = float(sol.t_events[0][0])
         ye = sol.y_events[0][0]

@@ -85,6 +85,9 @@ from .matrices import model_matrices, parse_diagonal, require_symmetric
 #: The arrays a lab run takes from a weights file (the names of
 #: :data:`dynamics.cli.WEIGHT_ARRAYS`: ``X``, ``P``, ``A``, ``V``); ``features`` is needed.
 LAB_ARRAYS = ("features", "momenta", "kernel", "value")
+#: The largest second moment of a file's tokens the lab starts from (the runs stop as
+#: blown up at ``λ_max(S)`` = :data:`THRESHOLD`, 1e5 times more).
+SCALE_LIMIT = 1e3
 #: The largest data from a file the lab runs: a run takes 0.6 s at N = 64, d = 16, and
 #: took 12 s at N = 256 (most of it the three streamed softmax models, whose steps cost
 #: N²d), too long for a page that waits for it.
@@ -280,8 +283,9 @@ def file_data(settings: Settings, arrays: Mapping) -> LabData:
     ValueError
         Another array (``M``, ``W_V`` are the main tab's), an array of the wrong shape or
         not finite, more than :data:`LAB_MAX_TOKENS` tokens or :data:`LAB_MAX_DIM`
-        dimensions, ``A`` or ``V`` not symmetric, ``A`` not positive definite, or
-        ``S(0) = XᵀX/N`` singular (the clouds compared share it).
+        dimensions, ``A`` or ``V`` not symmetric, ``A`` not positive definite or of
+        condition number above 1e12, or ``S(0) = XᵀX/N`` singular (the clouds compared
+        share it) or with ``λ_max`` above :data:`SCALE_LIMIT`.
     """
     n, d = file_shape(arrays)
     if (settings.n_tokens, settings.dim) != (n, d):
@@ -311,14 +315,22 @@ def file_data(settings: Settings, arrays: Mapping) -> LabData:
     V = out.get("V", generated[1] if generated else None)
     require_symmetric(A, "kernel A", "the lab (its moment systems)")
     require_symmetric(V, "value matrix V", "the lab (its moment systems)")
-    smallest = float(np.linalg.eigvalsh(A)[0])
+    eigenvalues = np.linalg.eigvalsh(A)
+    smallest, largest_a = float(eigenvalues[0]), float(eigenvalues[-1])
     if smallest <= 0:
         raise ValueError(f"the lab needs a positive definite kernel A; A has the "
                          f"eigenvalue {smallest:.3g}")
+    if smallest < 1e-12 * largest_a:
+        raise ValueError(f"the lab needs a kernel A of condition number below 1e12; A's "
+                         f"eigenvalues range from {smallest:.3g} to {largest_a:.3g}")
     S0 = second_moment(X)
     if np.linalg.eigvalsh(S0)[0] <= 1e-12 * max(1.0, float(np.abs(S0).max())):
         raise ValueError("the lab needs features X that span R^d (S(0) = XᵀX/N positive "
                          "definite: the clouds it compares share S(0))")
+    largest = float(np.linalg.eigvalsh(S0)[-1])
+    if largest > SCALE_LIMIT:
+        raise ValueError(f"λ_max(S(0)) = {largest:.3g} is above {SCALE_LIMIT:g}: the lab "
+                         f"counts λ_max(S) = {THRESHOLD:g} as blown up; rescale X")
     return LabData(None, None, A, V, X, S0, None, Damping.from_settings(settings))
 
 
