@@ -279,17 +279,18 @@ def test_real_head_preset_does_what_its_caption_says():
 
 
 #: Per model, the shipped (sentence, layer, head) whose features grow most over t = 10 at
-#: the default settings, measured over all 120 (``ALL_HEADS=1`` runs them all, ~35 min;
-#: factor ‖X(10)‖/‖X(0)‖): attention 1 (static path), canonical 0.24, cotangent lift 6.9,
-#: reduced 0.29, Transformer flow 4.5; every run reached t = 10. Value matching was
-#: sampled on 8 heads only (largest factor 0.34): once its attention feedback turns stiff
-#: a step solves for N·d ≈ 6000 unknowns, and a run takes 6-52 s (here (1, 5, 11), ~20 s).
-WORST_HEAD = {"attention": (0, 2, 2), "canonical": (0, 5, 11), "value_matching": (1, 5, 11),
+#: the default settings, measured over all 120 (``ALL_HEADS=1`` runs them all, ~35 min, and
+#: value matching's another hour or more; factor ‖X(10)‖/‖X(0)‖): attention 1 (static path),
+#: canonical 0.24, cotangent lift 6.9, reduced 0.29, Transformer flow 4.5, value matching
+#: 0.35; every run reached t = 10. Once value matching's attention feedback turns stiff a
+#: step solves for N·d ≈ 6000 unknowns: 5 s to 8 min a run (median 8 s; the long ones ran
+#: beside the test suite), (3, 5, 8) 9 s.
+WORST_HEAD = {"attention": (0, 2, 2), "canonical": (0, 5, 11), "value_matching": (3, 5, 8),
               "cotangent_lift": (0, 5, 3), "reduced": (0, 5, 11), "transformer": (0, 5, 11)}
 
 
 def _heads_to_run(model):
-    if os.environ.get("ALL_HEADS") == "1" and model != "value_matching":
+    if os.environ.get("ALL_HEADS") == "1":
         return [(s, layer, h) for s in range(len(heads.sentences())) for layer in heads.layers()
                 for h in range(12)]
     if model == "value_matching":
