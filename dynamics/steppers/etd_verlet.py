@@ -307,8 +307,11 @@ class EtdVerlet(Stepper):
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, 0.0
         # ... and on a stiff step the share of the transient towards the lagged target
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
-        osc_W0 = float(_max_reduce(en.oscillation(W0), None))
-        decaying = osc_W0 < carry.graded_osc * math.exp(-GRADED_DECAY * lam * h)
+        # osc(W₀) only where it is read: after a graded step, and on a transient (a step
+        # that tracks keeps the quick test of :func:`tracks`)
+        osc_W0 = float(_max_reduce(en.oscillation(W0), None)) if carry.graded_osc else None
+        decaying = (osc_W0 is not None
+                    and osc_W0 < carry.graded_osc * math.exp(-GRADED_DECAY * lam * h))
         if not decaying and tracks(W0, work.get("etd.dev", shape)):
             dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
             tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, c.lag, work)
@@ -321,6 +324,8 @@ class EtdVerlet(Stepper):
         dissipated = path_dissipation(st.Z, S_hat0, st.A, Z1, S_hat1, A1, A_mean, beta)
         if vm:
             dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
+        if osc_W0 is None:
+            osc_W0 = float(_max_reduce(en.oscillation(W0), None))
         graded = decaying or osc_W0 > GRADED_OSC
         return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, osc_W0 if graded else 0.0
 
