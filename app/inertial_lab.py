@@ -16,7 +16,6 @@ plot's right edge (:func:`place_markers`).
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from importlib.resources.abc import Traversable
@@ -28,14 +27,14 @@ import param
 from bokeh.models import ColumnDataSource, FixedTicker, Label, Range1d, Span
 from bokeh.plotting import figure
 
-from dynamics.cli import WEIGHT_ARRAYS, read_weights
+from dynamics.cli import WEIGHT_ARRAYS
 from dynamics.inertial import CLOUDS
 from dynamics.inertial.experiments import LAYER_SCHEMES, SOFTMAX_MODELS, run_lab_experiment
 from dynamics.settings import Settings
 
 from . import katex
 from .explain import models_text
-from .real_heads import MAX_UPLOAD
+from .real_heads import clear_upload, read_upload
 from .resources import asset, read_asset
 from .server import locked
 from .timeseries import legend_below
@@ -362,9 +361,7 @@ class InertialLab(pn.viewable.Viewer):
             return
         name = self.upload.filename or "the file"
         try:
-            if len(event.new) > MAX_UPLOAD:
-                raise ValueError(f"{name} is larger than {MAX_UPLOAD // 1_000_000} MB")
-            arrays = read_weights(io.BytesIO(event.new), name=name)
+            arrays = read_upload(self.upload)
         except ValueError as err:
             self._refuse(f"Not used: {err}")
             return
@@ -395,14 +392,12 @@ class InertialLab(pn.viewable.Viewer):
     def _refuse(self, text) -> None:
         """Say why a file is not used; the same file can then be chosen again."""
         self._error(text)
-        self.upload.value = None
-        self.upload.clear()
+        clear_upload(self.upload)
 
     def _forget_file(self) -> None:
         """The controls of the generated data again (the runs' settings are the caller's)."""
         self.arrays, self._generated = None, None
-        self.upload.value = None  # the same file can be uploaded again
-        self.upload.clear()
+        clear_upload(self.upload)
         self.upload_note.object = UPLOAD_HELP
         self.caption.object = ""
         for widget in (self.kernel_input, self.value_input, *self.controls.values()):

@@ -26,6 +26,22 @@ GRID_COLUMNS = 4
 MAX_UPLOAD = 50_000_000
 
 
+def read_upload(upload) -> dict:
+    """The :class:`~dynamics.Simulation` arrays of the ``.npz`` file chosen in ``upload``
+    (a :class:`panel.widgets.FileInput`), messages naming it by its file name;
+    ``ValueError`` for a file over :data:`MAX_UPLOAD` or one :func:`read_weights` refuses."""
+    name = upload.filename or "the file"
+    if len(upload.value) > MAX_UPLOAD:
+        raise ValueError(f"{name} is larger than {MAX_UPLOAD // 1_000_000} MB")
+    return read_weights(io.BytesIO(upload.value), name=name)
+
+
+def clear_upload(upload) -> None:
+    """Empty ``upload`` (server and page), so that the same file can be chosen again."""
+    upload.value = None
+    upload.clear()
+
+
 def label_axes(figures, tokens) -> None:
     """Label both axes of the heatmaps with the word pieces (or with numbers again when
     ``tokens`` is empty)."""
@@ -108,14 +124,11 @@ class RealHeads(pn.viewable.Viewer):
         if event.new is None:
             return
         try:
-            if len(event.new) > MAX_UPLOAD:
-                raise ValueError(f"the file is larger than {MAX_UPLOAD // 1_000_000} MB")
-            arrays = read_weights(io.BytesIO(event.new), name=self.upload.filename or "the file")
+            arrays = read_upload(self.upload)
             self.apply(arrays)
         except ValueError as err:
             self.upload_note.object = f"**Not used:** {err}"
-            self.upload.value = None  # the same file can be chosen again
-            self.upload.clear()
+            clear_upload(self.upload)
             return
         X = arrays["features"]
         names = ", ".join(k for k, v in WEIGHT_ARRAYS.items() if v in arrays)

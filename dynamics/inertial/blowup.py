@@ -93,7 +93,7 @@ def integrate_until_blowup(fun: Callable, y0: np.ndarray, t_max: float,
         t_eval = np.asarray(t_eval, float)
         t_eval = t_eval[(t_eval >= t0) & (t_eval <= t_max)]
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        sol = solve_ivp(safe_fun, (t0, t_max), np.asarray(y0, float), method=method,
+        sol = solve_ivp(safe_fun, (t0, t_max), y0, method=method,
                         rtol=rtol, atol=atol, events=event, t_eval=t_eval,
                         dense_output=False)
     # (with t_eval, a solver that fails at once leaves sol.y a list)

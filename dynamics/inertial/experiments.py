@@ -324,10 +324,11 @@ def file_data(settings: Settings, arrays: Mapping) -> LabData:
         raise ValueError(f"the lab needs a kernel A of condition number below 1e12; A's "
                          f"eigenvalues range from {smallest:.3g} to {largest_a:.3g}")
     S0 = second_moment(X)
-    if np.linalg.eigvalsh(S0)[0] <= 1e-12 * max(1.0, float(np.abs(S0).max())):
+    moments = np.linalg.eigvalsh(S0)
+    if moments[0] <= 1e-12 * max(1.0, float(np.abs(S0).max())):
         raise ValueError("the lab needs features X that span R^d (S(0) = XᵀX/N positive "
                          "definite: the clouds it compares share S(0))")
-    largest = float(np.linalg.eigvalsh(S0)[-1])
+    largest = float(moments[-1])
     if largest > SCALE_LIMIT:
         raise ValueError(f"λ_max(S(0)) = {largest:.3g} is above {SCALE_LIMIT:g}: the lab "
                          f"counts λ_max(S) = {THRESHOLD:g} as blown up; rescale X")
