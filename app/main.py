@@ -1,6 +1,7 @@
 """Servable entry point: ``panel serve app/main.py``."""
 
 import panel as pn
+import scipy.linalg  # noqa: F401 (loads SciPy's own BLAS, which the limit below must reach)
 from threadpoolctl import threadpool_limits
 
 # Each session steps small matrices: one BLAS thread per process avoids oversubscribing
