@@ -32,30 +32,6 @@ RTOL = 1e-3
 #: the moving paths: a linear logit step lagged by O(dt S̈/λ) and put H at 2e-9 … 5e-12,
 #: order 1, and ∫D of the drift path at λh = 10 at order 1.26).
 NOISE_FLOOR = 1e-8
-#: The diagnostics measured below order 2 above that floor (open): (model, path, λh, key)
-#: → (bound on the relative error at dt = 0.01, about twice the measured one; why). The
-#: test fails should one of them reach order 1.9 (then remove it here).
-BELOW_ORDER_TWO = {
-    # value matching from A(0) = softmax(βS), not its target softmax(βŜ): that distant start
-    # is graded (EtdVerlet.graded: sub-steps up to dt/32, graded on while the transient
-    # decays), which brought ∫D at λh = 1 to order 1.97 and at λh = 100 to 2.25 (local
-    # orders 0.29, 1.41, 3.10: the first step's error meets that of the rest of the run,
-    # 4.4e-8, 7.3e-9, 1.0e-10, −7.8e-10 with the start graded in dt/2048). At λh = 10
-    # (dt = 0.01 … 0.00125: 8.1e-7, 4.7e-7, 1.7e-7, 4.9e-8) the rest of the run holds the
-    # error: with the start graded in dt/1024, ∫D over t = 0.05 … 1 is off by −4.1e-7,
-    # −2.3e-7, −8.5e-8, −2.5e-8 absolute (local orders 0.85, 1.41, 1.74), steps that track
-    # their lagged target at λh = 10 … 1.25; why is open (with every step graded in dt/32
-    # the run's error is −1.7e-7, −1.2e-7, −3.7e-8, −9.2e-9). Before, the first step held
-    # it at all three (λh = 1: 2.7e-5 … 2.5e-6, order 0.97; λh = 10: 3.9e-6, 3.7e-6, 3.2e-6,
-    # 3.9e-7; λh = 100: 5.4e-7 … 4.9e-7, order 0.01)
-    ("value_matching", "", 10.0, "dissipated"): (1.6e-6, "tracking tail"),
-    # the cotangent lift at λh = 100: the first step, a distant start, holds all of ∫D's
-    # error (4.4e-8, 2.1e-8, 9.6e-9, 4.1e-9 absolute; 2.1e-7, 1.0e-7, 4.7e-8, 2.0e-8 relative
-    # over the run): the target βŜ(X, P) moves with Ṗ, which follows attention through its
-    # transient, so the curvature term of ExactLogit._transient has no cheap estimate here
-    # (dT/ds at the start from the Euler predictor made it worse)
-    ("cotangent_lift", "", 100.0, "dissipated"): (5e-7, "EtdHeun"),
-}
 #: The diagnostics checked.
 CHECKED = ("work", "dissipated", "hamiltonian", "kl_bound")
 

@@ -18,7 +18,6 @@ import pytest
 from helpers import fitted_order
 from stiff_reference import (
     ATTENTION_CASES,
-    BELOW_ORDER_TWO,
     COUPLED_CASES,
     DT,
     DTS,
@@ -58,18 +57,9 @@ def check_case(model, lam_h, values):
                       for k in keys) + f"; max |ΔA| at dt = {DT}: {table[DT]['A']:.1e}")
     bad = {k: table[DT][k] for k in keys if table[DT][k] > RTOL}
     assert not bad, f"{label}: relative errors above {RTOL:g} at dt = {DT}: {bad}"
-    low, known = {}, {}
-    for key in keys:
-        error, order = table[DT][key], orders[key]
-        bound = BELOW_ORDER_TWO.get((model, values.get("path", ""), lam_h, key))
-        if bound is not None:
-            known[key] = (error, bound[0], order)
-        elif error >= NOISE_FLOOR and not order >= 1.8:
-            low[key] = order
+    low = {key: orders[key] for key in keys
+           if table[DT][key] >= NOISE_FLOOR and not orders[key] >= 1.8}
     assert not low, f"{label}: measured orders below 2: {low}"
-    for key, (error, bound, order) in known.items():  # open: still there, and bounded
-        assert error <= bound, f"{label}: {key} error {error:.2e} above its bound {bound:.1e}"
-        assert not order >= 1.9, f"{label}: {key} reaches order {order:.2f}: unlist it"
 
 
 @pytest.mark.slow

@@ -65,6 +65,11 @@ class CotangentLiftProblem(part_one.Problem):
         T = np.matmul(self.beta * (X @ self.M - P @ self.W_V), X.T, out=out)
         return centre_rows(T, out=T)
 
+    def target_rate(self, X, P, X_dot, P_dot):
+        """``d(βŜ)/dt = β ((Ẋ M − Ṗ W_V) Xᵀ + (X M − P W_V) Ẋᵀ)`` along ``(Ẋ, Ṗ)``."""
+        return self.beta * ((X_dot @ self.M - P_dot @ self.W_V) @ X.T
+                            + (X @ self.M - P @ self.W_V) @ X_dot.T)
+
     def frozen_field(self, X, P, A):
         """``(Ẋ, Ṗ) = (A X W_Vᵀ, A X Mᵀ + Aᵀ (X M − P W_V) − kX)`` with ``A`` frozen: the
         fused twin of :func:`feature_velocity` and :func:`momentum_force`."""

@@ -74,6 +74,18 @@ class ValueMatchingProblem(part_one.Problem):
         return part_one.pin(self, force), G
 
 
+    def score_rate(self, X, X_dot, Z, A, S_hat):
+        """``dŜ/dt = Ġ Xᵀ + G Ẋᵀ``, ``Ġ = Ẋ M + κ (Ẋ − Ȯ) W_V``, ``Ȯ = Ȧ X W_Vᵀ + A Ẋ W_Vᵀ``,
+        with ``Ȧ`` from the relaxation ``Ż = −λ(Z − βŜ)`` at ``(Z, A)`` (``Ŝ = S_hat``)."""
+        Z_dot = (Z - self.beta * S_hat) * -self.relaxation_rate
+        A_dot = A * (Z_dot - np.vecdot(A, Z_dot)[:, None])
+        O = A @ (X @ self.W_V.T)
+        O_dot = A_dot @ (X @ self.W_V.T) + A @ (X_dot @ self.W_V.T)
+        G = X @ self.M + self.kappa * ((X - O) @ self.W_V)
+        G_dot = X_dot @ self.M + self.kappa * ((X_dot - O_dot) @ self.W_V)
+        return G_dot @ X.T + G @ X_dot.T
+
+
 def _energy(prob, state, log_a=None, S=None):
     return hamiltonian(prob, state.X, state.P, state.A, log_a,
                        diagnostics.scores_of(prob, state) if S is None else S)

@@ -11,7 +11,12 @@ carries that lag at any ``λh``:
 1. ``k₁ = f(X₀, P₀, A₀)``; predictor ``(X̃, P̃) = (X₀, P₀) + h k₁`` and its target
    ``T̃ = βŜ(X̃, P̃)``; the logits' exact step towards it gives ``Ã``;
 2. ``k₂ = f(X̃, P̃, Ã)``; ``(X₁, P₁) = (X₀, P₀) + (h/2)(k₁ + k₂)``;
-3. the logits' exact step from ``Z₀`` with the target ``T₁ = βŜ(X₁, P₁)``.
+3. the logits' exact step from ``Z₀`` with the target ``T₁ = βŜ(X₁, P₁)``; on a stiff step
+   the target cubic in time, from ``T₀``, ``T₁`` and their rates ``dT/dt`` (the field at
+   both ends, at the end with the attention of the linear step): the linear target leaves
+   attention lagging by ``O(h T̈/λ)``, first order in ``h`` at a fixed relaxation rate
+   (``∫D`` at λh = 10 fell like ``h^1.2`` … ``h^1.5`` while ``λh`` went from 5 to 1.25;
+   the attention model's exact step does the same).
 
 ``f`` is the field with attention frozen (``problem.frozen_field``), affine in ``A``. The
 trapezoidal rule in 2. and for the dissipation is second order while the relaxation is
@@ -20,24 +25,32 @@ transient towards that target adds its share (:mod:`.transient`): the rest of th
 mean attention corrects ``(X₁, P₁)`` with ``f`` at the start — to first order in a small
 transient (without it ``H`` fell to order 0.8 at λh = 10 as steps went from one branch to
 the other), from the transient's mean for a fast one, whose dissipation then comes from
-the free-energy balance along the step's path.
+the free-energy balance along the step's path. A fast transient from a distant start
+(:func:`~.transient.graded_on`) is taken in sub-steps that resolve it (:meth:`EtdHeun.graded`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import energy as en
-from ..logits import logit_coefficients, logit_step
+from ..logits import hermite_logit_step, logit_coefficients, logit_step
 from ..state import State
 from ..workspace import Workspace
 from .base import Stepper
 from .exact_logit import STIFF_LAMBDA_H
 from .transient import (
+    GRADED_FIRST,
+    GRADED_SUBSTEPS,
+    SUBSTEP_OSC,
+    TRANSIENT_OSC,
+    graded_on,
+    hermite_transient,
     lagged_start,
     path_dissipation,
+    substeps,
     tracking_correction,
     tracking_shift,
     tracks,
@@ -51,6 +64,8 @@ class HeunCarry:
 
     target: np.ndarray | None = None
     D: float | None = None
+    #: ``osc(W₀)`` of the step before when it was graded, else 0
+    graded_osc: float = 0.0
 
 
 class EtdHeun(Stepper):
@@ -66,6 +81,34 @@ class EtdHeun(Stepper):
         return HeunCarry()
 
     def step(self, st, carry, h):
+        new, carry1, osc_W0 = self.heun(st, carry, h)
+        lam = self.problem.relaxation_rate
+        if osc_W0 and graded_on(osc_W0, carry.graded_osc, lam * h):
+            # a fast transient: taken again in sub-steps that resolve it
+            new, carry1 = self.graded(st, carry, h)
+            carry1 = replace(carry1, graded_osc=osc_W0)
+        return new, carry1
+
+    def graded(self, st, carry, h):
+        """A stiff step with a fast transient in sub-steps (:func:`~.transient.substeps`),
+        each on the stiff branch of :meth:`heun`, until one tracks its lagged target
+        (within ``SUBSTEP_OSC``): the rest of the step is then taken whole."""
+        sub, sub_carry, t = st, replace(carry, graded_osc=0.0), 0.0
+        lam = self.problem.relaxation_rate
+        for delta in substeps(h, GRADED_FIRST / lam, h / GRADED_SUBSTEPS):
+            sub, sub_carry, osc = self.heun(sub, sub_carry, delta, substep=True)
+            t += delta
+            if not osc:
+                if h - t > 1e-3 * h:
+                    sub, sub_carry, _ = self.heun(sub, sub_carry, h - t)
+                break
+        return replace(sub, t=st.t + h), sub_carry
+
+    def heun(self, st, carry, h, substep=False):
+        """One step: the new state, its carry and ``osc(W₀)`` of its transient where it was
+        measured (a stiff step that does not track its lagged target, or one after a graded
+        step), else 0. A ``substep`` of :meth:`graded` takes the stiff branch whatever its
+        ``λh``, and the tracking correction only within ``SUBSTEP_OSC``."""
         prob, work = self.problem, self.work
         beta, lam = prob.beta, prob.relaxation_rate
         rate = lam / beta
@@ -78,11 +121,13 @@ class EtdHeun(Stepper):
         Tp = prob.target(Xp, Pp)
         Ap = en.rowsoftmax(logit_step(Z0, T0, Tp, 1.0, lam, h, coef=coef), centred=True)
         x, ell = lam * h, -1.0 / (lam * h)
+        stiff = substep or x > STIFF_LAMBDA_H
+        small = SUBSTEP_OSC if substep else TRANSIENT_OSC  # the limit of tracks()
         transient = False
         A2 = Ap
-        if x > STIFF_LAMBDA_H:
+        if stiff:
             Wp = lagged_start(Z0, T0, Tp, 1.0, ell, work.get("heun.W0", Z0.shape))
-            transient = not tracks(Wp, work.get("heun.dev", Z0.shape))
+            transient = not tracks(Wp, work.get("heun.dev", Z0.shape), small)
             if not transient:  # the rest of the step's mean attention, to first order in
                 # the small transient, folded into k₂ (f is affine in A; taken at the
                 # predictor instead of the start, it errs by O(h²) of a term O((λh)² W₀))
@@ -100,17 +145,29 @@ class EtdHeun(Stepper):
         T1 = prob.target(X1, P1)
         Z1 = logit_step(Z0, T0, T1, 1.0, lam, h, coef=coef)
         A1 = en.rowsoftmax(Z1, centred=True)
+        if stiff:  # the target cubic in time: its rates at both ends (at the end with the
+            # attention of the linear step, which errs by O(h T̈/λ): through b₁ = O(1/λ) …)
+            T0_dot = prob.target_rate(X0, P0, kx1, kp1)
+            T1_dot = prob.target_rate(X1, P1, *prob.frozen_field(X1, P1, A1))
+            Z1 = hermite_logit_step(Z0, T0, T1, T0_dot, T1_dot, 1.0, lam, h)
+            A1 = en.rowsoftmax(Z1, centred=True)
         D1 = rate * en.row_variance(A1, Z1 - T1)
         dissipated = 0.5 * h * (D0 + D1)
-        if x > STIFF_LAMBDA_H:
+        osc_W0 = 0.0
+        if stiff:
             W0 = lagged_start(Z0, T0, T1, 1.0, ell, work.get("heun.W0", Z0.shape))
-            if tracks(W0, work.get("heun.dev", Z0.shape)):
-                tr = tracking_correction(A0, W0, T1 - T0, x, rate, ell, work)
+            dT = T1 - T0
+            Wt = hermite_transient(W0, dT, T0_dot, T1_dot, 1.0, lam, h,
+                                   work.get("heun.Wt", Z0.shape))
+            if carry.graded_osc or not tracks(Wt, work.get("heun.dev", Z0.shape), small):
+                osc_W0 = float(en.oscillation(Wt).max())
+            if osc_W0 <= small:
+                tr = tracking_correction(A0, Wt, dT, x, rate, ell, work)
                 dissipated += h * tr.mean_D
             else:
                 A_mean, _ = transient_mean(Z0, T0, T1, A0, A1, W0, 1.0, lam, h, work, "heun")
                 dissipated = path_dissipation(Z0, T0, A0, Z1, T1, A1, A_mean, 1.0) / beta
         new = State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=None, S_dot=st.S_dot, B=st.B,
                     dissipated=st.dissipated + dissipated, work=st.work)
-        return new, HeunCarry(target=T1, D=D1)
+        return new, HeunCarry(target=T1, D=D1), osc_W0
 

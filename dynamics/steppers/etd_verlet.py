@@ -31,6 +31,7 @@ from ..energy import _max_reduce
 from ..logits import (
     exp_quadratic,
     exp_trapezoid,
+    hermite_logit_weights,
     logit_coefficients,
     logit_dissipation_rate,
     logit_step,
@@ -41,8 +42,13 @@ from .base import DeferredOverflow, Stepper
 from .exact_logit import STIFF_LAMBDA_H
 from .feedback import feedback_work, implicit_step
 from .transient import (
+    GRADED_FIRST,
+    GRADED_SUBSTEPS,
+    graded_on,
+    hermite_transient,
     lagged_start,
     path_dissipation,
+    substeps,
     tracking_correction,
     tracks,
     transient_mean,
@@ -50,24 +56,9 @@ from .transient import (
 
 #: Largest step × attention-feedback gain the explicit prediction of value matching takes.
 FEEDBACK_GAIN_STEP = 0.25
-#: Value matching's fast transients on stiff steps (``λh`` above ``STIFF_LAMBDA_H``): in
-#: sub-steps, the first of ``GRADED_FIRST`` times the time of their decay, ``1/(λ + gain)``,
-#: each next twice as long up to ``h / GRADED_SUBSTEPS``. Without that cap the sub-steps
-#: where ``λδ ~ 1`` have a size fixed by ``1/λ``, not ``h``, and their error of ∫D stays as
-#: ``h`` falls (issue #12, ``tests/stiff_reference.py``, dt = 0.01 … 0.00125 at λh = 100:
-#: 5.4e-7, 5.0e-7, 4.9e-7, 4.9e-7 relative; capped at h/32, 5.0e-7, 4.1e-7, 1.6e-7,
-#: 1.8e-8). Every sub-step takes the stiff branch, whatever its ``λδ``: by the trapezoidal
-#: rule, ∫D of a transient decaying like ``e^{−2λt}`` is off by ``(2λδ)²/12`` per sub-step
-#: (λh = 10: 9.8e-4 at dt = 0.00125 with h/32; by the logarithmic mean of the two rates,
-#: exact for one exponential, 3.9e-5). The order fitted at λh = 100 depends on the cap, as
-#: the first step's error meets that of the rest of the run (``tests/stiff_reference.py``):
-#: 0.80, 1.88, 2.10, 2.25, 4.43, 2.38, 2.06, 1.31 with 16, 24, 28, 32, 40, 48, 64, 128
-#: sub-steps; λh = 1 stays at 1.97. Graded from λh = 0.25 up only, λh = 1 took
-#: dt = 0.00125 whole (λh = 0.125) and erred by 2.5e-6 there, more than at dt = 0.0025
-#: (1.1e-6).
-GRADED_FIRST = 0.25
-GRADED_SUBSTEPS = 32
-#: ... while the feedback's gain is at most ``GRADED_GAIN λ`` (λh = 1, 10, 100 there: 1.03 λ).
+#: Value matching grades its sub-steps as :mod:`.transient` says (``rate = λ + gain``,
+#: capped at ``h / GRADED_SUBSTEPS``) while the feedback's gain is at most ``GRADED_GAIN λ``
+#: (λh = 1, 10, 100 there: 1.03 λ); there its stiff steps also take ``Ŝ`` cubic in time.
 #: A stronger feedback dominates the relaxation, and ``W₀``, measured against the frozen
 #: relaxation's lagged target, stays large on every step (25 … 340 at β = 5, γ = 20, κ = 3,
 #: gain up to 33 λ): graded as above, every step of those runs took 32 sub-steps or more.
@@ -75,23 +66,6 @@ GRADED_SUBSTEPS = 32
 #: sub-steps under ``STIFF_LAMBDA_H`` on the trapezoidal rule.
 GRADED_GAIN = 4.0
 GRADED_LAMBDA_H = 0.25
-#: ... when their transient is a distant start: some row of ``W₀`` (logits minus their
-#: lagged target) oscillates by more than ``GRADED_OSC``. While attention tracks a target
-#: that accelerates, ``W₀`` is ``β d²Ŝ/dt² (1/λ² + h/(2λ))`` to leading order (0.05-0.08
-#: at λh = 1.25 in the order test): graded, those steps took sub-steps of a size fixed by
-#: ``1/λ``, not by ``h``, and the error fell like ``h^1.2`` (features 8.9e-4 … 7.8e-5 for
-#: ``h`` = 1/8 … 1/64 at γ = 20); taken whole, like ``h²`` (8.3e-3 … 1.3e-4).
-GRADED_OSC = 0.5
-#: A step after a graded one is graded too while its transient still decays: ``osc(W₀)``
-#: below ``e^{−GRADED_DECAY λh}`` times that of the step before (the lag of a tracked
-#: target stays, and ends the chain). The rest of a transient taken whole relaxes at the
-#: frozen ``λ`` of :mod:`.transient`, not at the faster rate the feedback gives (``osc(W₀)``
-#: fell like ``e^{−1.08 λt}`` at λh = 10): from ``osc(W₀)`` = 0.28 after the graded first
-#: step (dt = 0.0025, λh = 10 at dt = 0.01) that step alone erred by 2.5e-6 in ∫D, the
-#: graded first step by 4.8e-7. Graded on, λh = 10 went from 8.0e-7, 3.1e-8, 2.3e-6, 6.6e-7
-#: (dt = 0.01 … 0.00125) to 8.1e-7, 4.7e-7, 1.7e-7, 4.9e-8; the chain grades 2, 3, 5, 10
-#: steps there, 8 … 57 at λh = 1 (2 … 16 without it).
-GRADED_DECAY = 0.5
 
 
 @dataclass(frozen=True)
@@ -216,18 +190,13 @@ class EtdVerlet(Stepper):
         leaves out. Returns what :meth:`verlet` returns, without its flag."""
         dissipated, sub, t = 0.0, st, 0.0
         sub_carry = replace(carry, graded_osc=0.0)
-        delta, cap = GRADED_FIRST / rate, h / GRADED_SUBSTEPS if fine else h
-        while t < h:
-            delta = min(delta, cap, h - t)
-            if h - t - delta < 1e-3 * delta:  # no sliver of a last sub-step
-                delta = h - t
+        for delta in substeps(h, GRADED_FIRST / rate, h / GRADED_SUBSTEPS if fine else h):
             busy = (st.S, st.Z, st.A, carry.S_hat, sub.S, sub.Z, sub.A, sub_carry.S_hat)
             X1, P1, Z1, A1, S1, sub_carry, X1M, d, _ = self.verlet(
                 sub, sub_carry, delta, busy, gain=self.feedback_gain(sub), substep=fine)
             dissipated += d
             t += delta
             sub = State(t=st.t + t, X=X1, P=P1, Z=Z1, A=A1, S=S1)
-            delta *= 2.0
         return X1, P1, Z1, A1, S1, sub_carry, X1M, dissipated
 
     def track(self, st, carry, new, new_carry, X1M, h):
@@ -237,7 +206,7 @@ class EtdVerlet(Stepper):
     def verlet(self, st, carry, h, busy=(), gain=0.0, substep=False):
         """One step. Returns ``X₁, P₁, Z₁, A₁, S₁``, the new carry, ``X₁M``, the energy
         dissipated and, when the step carried a fast transient from a distant start
-        (:data:`GRADED_OSC`) or one still decaying after a graded step (:data:`GRADED_DECAY`),
+        (:func:`~.transient.graded_on`),
         its ``osc(W₀)`` (else 0). ``busy``: arrays the stepper's ring must not hand out
         (those of the state a sub-step started from);
         ``gain``: :meth:`feedback_gain` at ``st``; value matching solves its feedback
@@ -250,6 +219,7 @@ class EtdVerlet(Stepper):
         vm = prob.attention_feedback
         stiff = substep or lam * h > STIFF_LAMBDA_H
         predicted = False  # value matching's Ŝ₁ from a prediction of A₁
+        rates = None  # value matching's Hermite step: β(b₀ dŜ/dt(t₀) + b₁ dŜ/dt(t₁))
         force0, G0 = carry.force, carry.G
         if force0 is None or (vm and G0 is None):
             force0, G0 = prob.force(st.X, st.A)
@@ -278,9 +248,21 @@ class EtdVerlet(Stepper):
             A_pred = en.rowsoftmax(A_pred, centred=True, out=A_pred)
             predicted = not (stiff or gain * h > FEEDBACK_GAIN_STEP)
             if not predicted:
-                Z1, A1, S_hat1 = implicit_step(
-                    prob, st.Z, S_hat0, X1, X1M, A_pred, coef, work,
-                    (owned("etd.Z"), owned("etd.A"), owned("etd.Sh")))
+                outs = (owned("etd.Z"), owned("etd.A"), owned("etd.Sh"))
+                Z1, A1, S_hat1 = implicit_step(prob, st.Z, S_hat0, X1, X1M, A_pred, coef,
+                                               work, outs)
+                if stiff and gain <= GRADED_GAIN * lam:
+                    # Ŝ cubic in time, from its rates at both ends (at the end from the
+                    # linear step's state; further passes moved ∫D by under 1e-6): linear,
+                    # it leaves attention lagging by O(h Ŝ̈/λ) (∫D at λh = 10 of order 1.63,
+                    # now 1.82). A stronger feedback (β = 5, γ = 20, κ = 3) lost order there.
+                    S0_dot = prob.score_rate(st.X, st.P / prob.mass, st.Z, st.A, S_hat0)
+                    E, a0, a1, b0, b1 = hermite_logit_weights(lam, h)
+                    P1_est = P_half + tau * prob.force(X1, A1, X1M)[0]
+                    S1_dot = prob.score_rate(X1, P1_est / prob.mass, Z1, A1, S_hat1)
+                    rates = (beta * b0) * S0_dot + (beta * b1) * S1_dot
+                    Z1, A1, S_hat1 = implicit_step(prob, st.Z, S_hat0, X1, X1M, A1,
+                                                   (E, beta * a0, beta * a1), work, outs, rates)
             else:
                 R_pred = X1 - A_pred @ (X1 @ prob.W_V.T)
                 S_hat1 = np.matmul(X1M + prob.kappa * (R_pred @ prob.W_V), X1.T,
@@ -307,14 +289,17 @@ class EtdVerlet(Stepper):
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, 0.0
         # ... and on a stiff step the share of the transient towards the lagged target
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
+        dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
+        Wt = W0
+        if rates is not None:
+            Wt = hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h,
+                                   work.get("etd.Wt", shape))
         # osc(W₀) only where it is read: after a graded step, and on a transient (a step
         # that tracks keeps the quick test of :func:`tracks`)
-        osc_W0 = float(_max_reduce(en.oscillation(W0), None)) if carry.graded_osc else None
-        decaying = (osc_W0 is not None
-                    and osc_W0 < carry.graded_osc * math.exp(-GRADED_DECAY * lam * h))
-        if not decaying and tracks(W0, work.get("etd.dev", shape)):
-            dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
-            tr = tracking_correction(st.A, W0, dS, lam * h, lam / beta, c.lag, work)
+        osc_W0 = float(_max_reduce(en.oscillation(Wt), None)) if carry.graded_osc else None
+        decaying = osc_W0 is not None and graded_on(osc_W0, carry.graded_osc, lam * h)
+        if not decaying and tracks(Wt, work.get("etd.dev", shape)):
+            tr = tracking_correction(st.A, Wt, dS, lam * h, lam / beta, c.lag, work)
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated + h * tr.mean_D, 0.0
         A_mean, _ = transient_mean(st.Z, S_hat0, S_hat1, st.A, A1, W0, beta, lam, h, work,
                                    "etd")
@@ -325,8 +310,8 @@ class EtdVerlet(Stepper):
         if vm:
             dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
         if osc_W0 is None:
-            osc_W0 = float(_max_reduce(en.oscillation(W0), None))
-        graded = decaying or osc_W0 > GRADED_OSC
+            osc_W0 = float(_max_reduce(en.oscillation(Wt), None))
+        graded = decaying or graded_on(osc_W0, 0.0, lam * h)
         return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, osc_W0 if graded else 0.0
 
 

@@ -75,10 +75,12 @@ def solve_feedback(Q, Y, gain, O, work):
                    f"converge in {MAX_NEWTON} Newton steps; lower dt, γ or κ")
 
 
-def implicit_step(prob, Z0, S_hat0, X1, X1M, A_pred, coef, work, outs):
+def implicit_step(prob, Z0, S_hat0, X1, X1M, A_pred, coef, work, outs, rates=None):
     """Value matching's exact logit step with its feedback solved: ``Z₁``, ``A₁`` and
     ``Ŝ₁ = G₁ X₁ᵀ`` (in ``outs``, three arrays), from ``Z₀``, ``Ŝ₀``, ``X₁``, ``X₁M``, a
-    prediction ``A_pred`` of ``A₁`` and ``coef = (E, c₀, b)`` of the step."""
+    prediction ``A_pred`` of ``A₁`` and ``coef = (E, c₀, b)`` of the step. With ``rates``
+    (``β(b₀ dŜ/dt(t₀) + b₁ dŜ/dt(t₁))``), the step for ``Ŝ`` cubic in time
+    (:func:`~dynamics.logits.hermite_logit_step`; then ``coef = (E, βa₀, βa₁)``)."""
     E, c0, b = coef
     Y1 = X1 @ prob.W_V.T
     C1 = X1M + prob.kappa * (X1 @ prob.W_V)
@@ -86,6 +88,8 @@ def implicit_step(prob, Z0, S_hat0, X1, X1M, A_pred, coef, work, outs):
     Q *= b
     Q += E * Z0
     Q += c0 * S_hat0
+    if rates is not None:
+        Q += rates
     Z, A, O1 = solve_feedback(Q, Y1, b * prob.kappa, A_pred @ Y1, work)
     C1 -= prob.kappa * (O1 @ prob.W_V)  # G₁ = X₁M + κ (X₁ − O₁) W_V
     Z_out, A_out, S_out = outs
