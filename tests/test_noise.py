@@ -310,3 +310,27 @@ def test_noisy_attention_stays_on_the_simplex(model, sigma, beta, gamma, n, seed
     if "kl_bound" in defined:
         assert d["kl"] <= d["kl_bound"]
     assert sim.noise_clock.step == 20
+
+
+@pytest.mark.parametrize("model, values", [("cotangent_lift", {}),
+                                           ("value_matching", {"kappa": 1.0})])
+def test_noise_kicks_are_not_graded_as_distant_starts(model, values, monkeypatch):
+    """A stiff step after a noise kick takes the kick's transient whole: graded in
+    sub-steps like a distant start, every kick above ``GRADED_OSC`` cost a step of 32
+    sub-steps or more (N = 64, σ = 5, λh = 1: 36 ms a step instead of 1.4 ms)."""
+    from dynamics.steppers.etd_heun import EtdHeun
+    from dynamics.steppers.etd_verlet import EtdVerlet
+
+    graded = []
+    for cls in (EtdHeun, EtdVerlet):
+        original = cls.graded
+        monkeypatch.setattr(cls, "graded", lambda self, *a, _o=original, **k: (
+            graded.append(1), _o(self, *a, **k))[1])
+    s = Settings(model=model, n_tokens=6, dim=3, seed=2, dt=0.01, gamma=100.0,
+                 init_momentum="random", init_attention="random", logit_noise=5.0, **values)
+    sim = Simulation(s)
+    sim.advance(1)  # the distant start itself may be graded
+    graded.clear()
+    sim.advance(20)
+    assert sim.status == "running", sim.message
+    assert not graded, f"{len(graded)} of 20 noisy steps graded"

@@ -66,6 +66,8 @@ class HeunCarry:
     D: float | None = None
     #: ``osc(W₀)`` of the step before when it was graded, else 0
     graded_osc: float = 0.0
+    #: the logits were kicked by noise since (see ``VerletCarry.noisy``): not graded
+    noisy: bool = False
 
 
 class EtdHeun(Stepper):
@@ -83,7 +85,7 @@ class EtdHeun(Stepper):
     def step(self, st, carry, h):
         new, carry1, osc_W0 = self.heun(st, carry, h)
         lam = self.problem.relaxation_rate
-        if osc_W0 and graded_on(osc_W0, carry.graded_osc, lam * h):
+        if osc_W0 and not carry.noisy and graded_on(osc_W0, carry.graded_osc, lam * h):
             # a fast transient: taken again in sub-steps that resolve it
             new, carry1 = self.graded(st, carry, h)
             carry1 = replace(carry1, graded_osc=osc_W0)

@@ -56,7 +56,10 @@ class Strang(Stepper):
         return StrangCarry()
 
     def perturbed(self, state, carry, spread):
-        """Noisy logits (rule 8): the target ``βŜ(X, P)`` stays; the rest goes."""
+        """Noisy logits (rule 8): the target ``βŜ(X, P)`` stays; the rest goes (a stiff
+        step's carry says the logits were kicked: ``HeunCarry.noisy``)."""
+        if isinstance(carry, HeunCarry):
+            return state, HeunCarry(target=carry.target, noisy=True)
         return state, type(carry)(target=carry.target)
 
     def step(self, st, carry, h):
