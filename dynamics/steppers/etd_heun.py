@@ -5,8 +5,8 @@ A splitting that relaxes attention towards a frozen target and moves the feature
 attention frozen (:class:`~dynamics.steppers.strang.Strang`) drops the lag ``−βŜ̇/λ`` of
 attention behind its moving target: as the relaxation stiffens its order falls to 1 (the
 features move with the attention of the start's target for the whole step). Here the
-logits take the exact step with the target ``βŜ`` linear in time between both ends, which
-carries that lag at any ``λh``:
+logits take the exact step with the target ``βŜ`` moving between both ends, which carries
+that lag at any ``λh``:
 
 1. ``k₁ = f(X₀, P₀, A₀)``; predictor ``(X̃, P̃) = (X₀, P₀) + h k₁`` and its target
    ``T̃ = βŜ(X̃, P̃)``; the logits' exact step towards it gives ``Ã``;
@@ -26,7 +26,8 @@ mean attention corrects ``(X₁, P₁)`` with ``f`` at the start — to first or
 transient (without it ``H`` fell to order 0.8 at λh = 10 as steps went from one branch to
 the other), from the transient's mean for a fast one, whose dissipation then comes from
 the free-energy balance along the step's path. A fast transient from a distant start
-(:func:`~.transient.graded_on`) is taken in sub-steps that resolve it (:meth:`EtdHeun.graded`).
+(:func:`~.transient.graded_on`) is taken in sub-steps that resolve it
+(:meth:`EtdHeun.graded`).
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ from ..workspace import Workspace
 from .base import Stepper
 from .exact_logit import STIFF_LAMBDA_H
 from .transient import (
+    CUBIC_LAMBDA_H,
     GRADED_FIRST,
     GRADED_SUBSTEPS,
     SUBSTEP_OSC,
     TRANSIENT_OSC,
+    fresh,
     graded_on,
     hermite_transient,
     lagged_start,
@@ -56,6 +59,20 @@ from .transient import (
     tracks,
     transient_mean,
 )
+
+#: Steps graded from this ``λh`` up: below it a transient decays over ten steps or more,
+#: which resolve it (graded, a start's chain took 57 steps of 33 sub-steps at λh = 0.06;
+#: N = 8, d = 4).
+GRADED_LAMBDA_H = 0.1
+#: Sub-steps of the steps that follow a graded start while its transient decays (the
+#: chain, :data:`~.transient.GRADED_DECAY`): ``h / CHAIN_SUBSTEPS`` at most, where the
+#: start takes ``h / GRADED_SUBSTEPS``. With 32 the chain cost 4 times more, for the same
+#: orders (stiff test, ∫D: λh = 1, 1.98, 2.00, 2.00 with 32 and 2.01, 1.84, 1.97 with 8;
+#: λh = 10, 1.95, 2.02, 1.98 and 1.96, 2.15, 2.36); with 4 or 2 the orders broke (λh = 1:
+#: 1.19 at dt = 0.00125 with 4). The first 100 steps of a start at N = 256, d = 16 took
+#: 7.0 s at λh = 0.1, 1.65 s at 1 and 0.4 s at 100 (1.6, 0.3, 0.2 s ungraded; N = 64:
+#: 0.5, 0.13, 0.04 s).
+CHAIN_SUBSTEPS = 8
 
 
 @dataclass(frozen=True)
@@ -85,23 +102,27 @@ class EtdHeun(Stepper):
     def step(self, st, carry, h):
         new, carry1, osc_W0 = self.heun(st, carry, h)
         lam = self.problem.relaxation_rate
-        if osc_W0 and not carry.noisy and graded_on(osc_W0, carry.graded_osc, lam * h):
+        start = fresh(carry)
+        if (osc_W0 and lam * h >= GRADED_LAMBDA_H
+                and graded_on(osc_W0, carry.graded_osc, lam * h, start)):
             # a fast transient: taken again in sub-steps that resolve it
-            new, carry1 = self.graded(st, carry, h)
+            new, carry1 = self.graded(st, carry, h,
+                                      GRADED_SUBSTEPS if start else CHAIN_SUBSTEPS)
             carry1 = replace(carry1, graded_osc=osc_W0)
         return new, carry1
 
-    def graded(self, st, carry, h):
-        """A stiff step with a fast transient in sub-steps (:func:`~.transient.substeps`),
-        each on the stiff branch of :meth:`heun`, until one tracks its lagged target
-        (within ``SUBSTEP_OSC``): the rest of the step is then taken whole."""
+    def graded(self, st, carry, h, n_substeps):
+        """A stiff step with a fast transient in sub-steps (:func:`~.transient.substeps`,
+        none longer than ``h / n_substeps``), each on the stiff branch of :meth:`heun`,
+        until one tracks its lagged target (within ``SUBSTEP_OSC``): the rest of the step
+        is then taken whole."""
         sub, sub_carry, t = st, replace(carry, graded_osc=0.0), 0.0
         lam = self.problem.relaxation_rate
-        for delta in substeps(h, GRADED_FIRST / lam, h / GRADED_SUBSTEPS):
+        for delta in substeps(h, GRADED_FIRST / lam, h / n_substeps):
             sub, sub_carry, osc = self.heun(sub, sub_carry, delta, substep=True)
             t += delta
             if not osc:
-                if h - t > 1e-3 * h:
+                if h - t > 1e-12 * h:
                     sub, sub_carry, _ = self.heun(sub, sub_carry, h - t)
                 break
         return replace(sub, t=st.t + h), sub_carry
@@ -124,12 +145,11 @@ class EtdHeun(Stepper):
         Ap = en.rowsoftmax(logit_step(Z0, T0, Tp, 1.0, lam, h, coef=coef), centred=True)
         x, ell = lam * h, -1.0 / (lam * h)
         stiff = substep or x > STIFF_LAMBDA_H
-        small = SUBSTEP_OSC if substep else TRANSIENT_OSC  # the limit of tracks()
         transient = False
         A2 = Ap
         if stiff:
             Wp = lagged_start(Z0, T0, Tp, 1.0, ell, work.get("heun.W0", Z0.shape))
-            transient = not tracks(Wp, work.get("heun.dev", Z0.shape), small)
+            transient = not tracks(Wp, work.get("heun.dev", Z0.shape))
             if not transient:  # the rest of the step's mean attention, to first order in
                 # the small transient, folded into k₂ (f is affine in A; taken at the
                 # predictor instead of the start, it errs by O(h²) of a term O((λh)² W₀))
@@ -147,7 +167,8 @@ class EtdHeun(Stepper):
         T1 = prob.target(X1, P1)
         Z1 = logit_step(Z0, T0, T1, 1.0, lam, h, coef=coef)
         A1 = en.rowsoftmax(Z1, centred=True)
-        if stiff:  # the target cubic in time: its rates at both ends (at the end with the
+        cubic = stiff and x > CUBIC_LAMBDA_H
+        if cubic:  # the target cubic in time: its rates at both ends (at the end with the
             # attention of the linear step, which errs by O(h T̈/λ): through b₁ = O(1/λ) …)
             T0_dot = prob.target_rate(X0, P0, kx1, kp1)
             T1_dot = prob.target_rate(X1, P1, *prob.frozen_field(X1, P1, A1))
@@ -159,12 +180,16 @@ class EtdHeun(Stepper):
         if stiff:
             W0 = lagged_start(Z0, T0, T1, 1.0, ell, work.get("heun.W0", Z0.shape))
             dT = T1 - T0
-            Wt = hermite_transient(W0, dT, T0_dot, T1_dot, 1.0, lam, h,
-                                   work.get("heun.Wt", Z0.shape))
-            if carry.graded_osc or not tracks(Wt, work.get("heun.dev", Z0.shape), small):
-                osc_W0 = float(en.oscillation(Wt).max())
-            if osc_W0 <= small:
-                tr = tracking_correction(A0, Wt, dT, x, rate, ell, work)
+            W = W0
+            if cubic:
+                W = hermite_transient(W0, dT, T0_dot, T1_dot, 1.0, lam, h,
+                                      work.get("heun.Wt", Z0.shape))
+            small = SUBSTEP_OSC if substep else TRANSIENT_OSC
+            tracked = tracks(W, work.get("heun.dev", Z0.shape), small)
+            if carry.graded_osc or not tracked:  # what grading reads
+                osc_W0 = float(en.oscillation(W0).max())
+            if tracked:
+                tr = tracking_correction(A0, W, dT, x, rate, ell, work)
                 dissipated += h * tr.mean_D
             else:
                 A_mean, _ = transient_mean(Z0, T0, T1, A0, A1, W0, 1.0, lam, h, work, "heun")

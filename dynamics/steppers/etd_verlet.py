@@ -42,8 +42,10 @@ from .base import DeferredOverflow, Stepper
 from .exact_logit import STIFF_LAMBDA_H
 from .feedback import feedback_work, implicit_step
 from .transient import (
+    CUBIC_LAMBDA_H,
     GRADED_FIRST,
     GRADED_SUBSTEPS,
+    fresh,
     graded_on,
     hermite_transient,
     lagged_start,
@@ -256,7 +258,7 @@ class EtdVerlet(Stepper):
                 outs = (owned("etd.Z"), owned("etd.A"), owned("etd.Sh"))
                 Z1, A1, S_hat1 = implicit_step(prob, st.Z, S_hat0, X1, X1M, A_pred, coef,
                                                work, outs)
-                if stiff and gain <= GRADED_GAIN * lam:
+                if stiff and lam * h > CUBIC_LAMBDA_H and gain <= GRADED_GAIN * lam:
                     # Ŝ cubic in time, from its rates at both ends (at the end from the
                     # linear step's state; further passes moved ∫D by under 1e-6): linear,
                     # it leaves attention lagging by O(h Ŝ̈/λ) (∫D at λh = 10 of order 1.63,
@@ -316,7 +318,9 @@ class EtdVerlet(Stepper):
             dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
         if osc_W0 is None:
             osc_W0 = float(_max_reduce(en.oscillation(Wt), None))
-        graded = decaying or graded_on(osc_W0, 0.0, lam * h)
+        # a distant start, or any large transient under a strong feedback (see GRADED_GAIN)
+        start = fresh(carry) or gain > GRADED_GAIN * lam
+        graded = decaying or graded_on(osc_W0, 0.0, lam * h, start)
         return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, osc_W0 if graded else 0.0
 
 

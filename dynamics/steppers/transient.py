@@ -17,6 +17,13 @@ resolve. What the rule misses of it:
   first-order response to the moving scores; :func:`path_dissipation` then gives the
   step's ``∫D`` from the free-energy balance along its path.
 
+Where a stiff step takes the scores cubic in time (the attention model's, value
+matching's and the cotangent lift's), its tracking test and correction read the transient
+off that cubic path (:func:`hermite_transient`: off the linear one, the steady lag
+``O(h S̈/λ)`` would count as a transient); :func:`transient_mean` and
+:func:`path_dissipation` keep the linear path, exact for scores linear in time. A fast
+transient from a distant start is taken in sub-steps (:func:`substeps`, :func:`graded_on`).
+
 (Used by :class:`~dynamics.steppers.exact_logit.ExactLogit`,
 :class:`~dynamics.steppers.etd_verlet.EtdVerlet` and
 :class:`~dynamics.steppers.etd_heun.EtdHeun` on steps with ``λh`` above
@@ -83,8 +90,10 @@ GRADED_OSC = 0.5
 #: (dt = 0.01 … 0.00125) to 8.1e-7, 4.7e-7, 1.7e-7, 4.9e-8; the chain grades 2, 3, 5, 10
 #: steps there, 8 … 57 at λh = 1 (2 … 16 without it).
 GRADED_DECAY = 0.5
-#: A graded sub-step takes the tracking correction only when its transient oscillates by
-#: at most ``SUBSTEP_OSC`` (not :data:`TRANSIENT_OSC`): the correction's remainder,
+#: A graded sub-step of the cotangent lift (:class:`~.etd_heun.EtdHeun`) takes the tracking
+#: correction only when its transient oscillates by at most ``SUBSTEP_OSC`` (not
+#: :data:`TRANSIENT_OSC`; value matching's sub-steps measured worse with it, their
+#: feedback's transient being off the frozen relaxation anyway): the correction's remainder,
 #: ``O(W₀²)``, does not fall with ``h`` on sub-steps whose size is fixed by ``1/λ``. The
 #: cotangent lift at λh = 100 (dt = 0.005, sub-steps of λδ = 1.56) erred by 6.7e-9 in ∫D on
 #: the one sub-step where the decaying transient crossed below 0.03 (at 0.0165); the first
@@ -93,11 +102,17 @@ GRADED_DECAY = 0.5
 SUBSTEP_OSC = 1e-3
 
 
+#: Steps (and sub-steps) with ``λh`` above this may take the scores cubic in time: below
+#: it the cubic's ``1/(λh)³`` terms cancel to rounding (``12ε/(λh)³``: 1.3e-6 here).
+CUBIC_LAMBDA_H = 1e-3
+
+
 def substeps(h, first, cap):
     """The sizes of a graded step's sub-steps: ``first``, each next twice as long, none
-    longer than ``cap``; they sum to ``h`` (no sliver of a last sub-step)."""
+    longer than ``cap``; they sum to ``h`` (no sliver of a last sub-step, nor a last one of
+    rounding size)."""
     t, delta = 0.0, first
-    while t < h:
+    while h - t > 1e-12 * h:
         delta = min(delta, cap, h - t)
         if h - t - delta < 1e-3 * delta:
             delta = h - t
@@ -106,19 +121,30 @@ def substeps(h, first, cap):
         delta *= 2.0
 
 
-def graded_on(osc_W0, graded_osc, x) -> bool:
+def graded_on(osc_W0, graded_osc, x, start=True) -> bool:
     """Whether a stiff step (``x = λh``) whose transient oscillates by ``osc_W0`` is graded:
-    a distant start (above :data:`GRADED_OSC`), or, after a graded step whose transient
+    a distant ``start`` (above :data:`GRADED_OSC`), or, after a graded step whose transient
     oscillated by ``graded_osc`` (0: none), a transient still decaying
     (:data:`GRADED_DECAY`)."""
-    return osc_W0 > GRADED_OSC or (
+    return (start and osc_W0 > GRADED_OSC) or (
         graded_osc > 0.0 and osc_W0 < graded_osc * math.exp(-GRADED_DECAY * x))
+
+
+def fresh(carry) -> bool:
+    """Whether a step starts a run, or its continuation after a setting change: its carry
+    holds no dissipation rate (``D``) and no noise kick came since (``noisy``). Only such a
+    step is a distant start; a lag that stays large while the target outruns the
+    relaxation is taken whole (graded on every step where ``osc(W₀)`` passed
+    :data:`GRADED_OSC`, the cotangent lift at λh = 0.1 … 1 took 13-22 times the steps'
+    cost from t ≈ 4 on)."""
+    return carry.D is None and not carry.noisy
 
 
 
 def tracks(W0, dev, limit=TRANSIENT_OSC) -> bool:
     """Whether the transient is small: every row oscillation of ``W0`` is at most
-    ``limit`` (:data:`TRANSIENT_OSC`; :data:`SUBSTEP_OSC` on a graded sub-step).
+    ``limit`` (:data:`TRANSIENT_OSC`; :data:`SUBSTEP_OSC` on a graded sub-step of the
+    cotangent lift).
 
     Small arrays first try the sufficient test ``max_ij |W0_ij − W0_i0| ≤ 0.49 osc``
     (one full reduction instead of two row reductions and a third): with rounding, both
