@@ -79,8 +79,9 @@ class ValueMatchingProblem(part_one.Problem):
         with ``Ȧ`` from the relaxation ``Ż = −λ(Z − βŜ)`` at ``(Z, A)`` (``Ŝ = S_hat``)."""
         Z_dot = (Z - self.beta * S_hat) * -self.relaxation_rate
         A_dot = A * (Z_dot - np.vecdot(A, Z_dot)[:, None])
-        O = A @ (X @ self.W_V.T)
-        O_dot = A_dot @ (X @ self.W_V.T) + A @ (X_dot @ self.W_V.T)
+        Y = X @ self.W_V.T
+        O = A @ Y
+        O_dot = A_dot @ Y + A @ (X_dot @ self.W_V.T)
         G = X @ self.M + self.kappa * ((X - O) @ self.W_V)
         G_dot = X_dot @ self.M + self.kappa * ((X_dot - O_dot) @ self.W_V)
         return G_dot @ X.T + G @ X_dot.T

@@ -85,6 +85,8 @@ class Constants:
     MMt: np.ndarray  # [M, Mᵀ], shape (d, 2d)
     #: β × the weights of :func:`~dynamics.logits.exp_quadratic` (stiff steps), or None
     wq: tuple | None = None
+    #: :func:`~dynamics.logits.hermite_logit_weights` (value matching's cubic steps), or None
+    hermite: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,9 @@ class EtdVerlet(Stepper):
         c = self._constants = Constants(
             h=h, beta=beta, lam=lam, logit=logit_coefficients(beta, lam, h),
             lag=-(beta / (lam * h)), decay=math.exp(-lam * h), w0=beta * w0, w1=beta * w1,
-            MMt=np.concatenate((prob.M, prob.M.T), axis=1), wq=wq)
+            MMt=np.concatenate((prob.M, prob.M.T), axis=1), wq=wq,
+            hermite=(hermite_logit_weights(lam, h)
+                     if prob.attention_feedback and lam * h > CUBIC_LAMBDA_H else None))
         return c
 
     def perturbed(self, state, carry, spread):
@@ -264,7 +268,7 @@ class EtdVerlet(Stepper):
                     # it leaves attention lagging by O(h Ŝ̈/λ) (∫D at λh = 10 of order 1.63,
                     # now 1.82). A stronger feedback (β = 5, γ = 20, κ = 3) lost order there.
                     S0_dot = prob.score_rate(st.X, st.P / prob.mass, st.Z, st.A, S_hat0)
-                    E, a0, a1, b0, b1 = hermite_logit_weights(lam, h)
+                    E, a0, a1, b0, b1 = c.hermite
                     P1_est = P_half + tau * prob.force(X1, A1, X1M)[0]
                     S1_dot = prob.score_rate(X1, P1_est / prob.mass, Z1, A1, S_hat1)
                     rates = (beta * b0) * S0_dot + (beta * b1) * S1_dot
