@@ -60,6 +60,13 @@ class Change:
     work: float
 
 
+#: Settings whose change moves the relaxation's target or rate: a run continued after
+#: one starts from logits that may lie far from it (a quench, graded as a start); after
+#: any other change the logits stay where the run had them (a graded step took 32
+#: sub-steps at every nudge of the confinement when the lag stayed above 0.5).
+TARGET_SETTINGS = frozenset({"beta", "gamma", "kappa"})
+
+
 class Simulation:
     """A stepping engine for streaming one model.
 
@@ -199,6 +206,8 @@ class Simulation:
         self._changes.append(Change(t=st.t, values=changed, work=work))
         self._stepper = self.spec.stepper(self._problem)
         self._carry = self._stepper.start(st)
+        if not changed.keys() & TARGET_SETTINGS:  # no distant start (stepper rule 9)
+            self._carry = self._stepper.continued(self._carry)
         return "continue"
 
     def advance(self, n: int = 1) -> None:

@@ -30,9 +30,9 @@ def _count_graded(monkeypatch):
 ])
 def test_only_a_start_and_its_decay_are_graded(model, values, monkeypatch):
     """The cotangent lift at λh = 0.3 (k = 20) and 0.1 keeps a lag above ``GRADED_OSC``
-    from t ≈ 3 on; graded there like a start, 676 and 649 of 1000 steps took 9 to 33
-    sub-steps each (5 to 20 times the run's cost). Only the start's transient is graded
-    now, while it decays."""
+    from t ≈ 3 on; graded there like a start, 478 and 529 of 1000 steps took 9 to 33
+    sub-steps each (about 17 times the steps' cost). Only the start's transient is
+    graded now, while it decays."""
     graded = _count_graded(monkeypatch)
     s = Settings(model=model, n_tokens=8, dim=4, seed=3, dt=0.01, init_momentum="random",
                  **values)
@@ -60,3 +60,41 @@ def test_substeps_add_up_to_the_step(h, rate_h, n):
         assert size >= 1e-3 * before
     assert min(sizes) > 1e-12 * h
     assert len(sizes) <= 64 + n
+
+
+def _lagging_run(monkeypatch):
+    """The cotangent lift at γ = 30, k = 20 past t = 5, where its lag stays above
+    ``GRADED_OSC``; and a list that records the steps graded from then on."""
+    graded = _count_graded(monkeypatch)
+    sim = Simulation(Settings(model="cotangent_lift", n_tokens=8, dim=4, seed=3, dt=0.01,
+                              gamma=30.0, confinement=20.0, init_momentum="random"))
+    sim.advance(500)
+    graded.clear()
+    return sim, graded
+
+
+def test_a_stiff_step_after_a_resolved_one_is_no_start(monkeypatch):
+    """dt alternating between 0.001 (λh = 0.03: Strang's resolved step) and 0.01 (λh =
+    0.3: the stiff step) hands the carry over each time; it took every stiff step for a
+    start (10 of 10 graded in 32 sub-steps)."""
+    sim, graded = _lagging_run(monkeypatch)
+    for k in range(20):
+        sim.settings.dt = 0.001 if k % 2 == 0 else 0.01
+        sim.advance(1)
+    assert sim.status == "running", sim.message
+    assert not graded, f"{len(graded)} of 10 stiff steps graded"
+
+
+def test_a_setting_change_that_leaves_the_target_is_no_start(monkeypatch):
+    """Ten nudges of the confinement, five steps apart, each graded a step in 32 sub-steps
+    (a slider drag does this at every change); a change of β moves the target and is a
+    start (a quench)."""
+    sim, graded = _lagging_run(monkeypatch)
+    for k in range(10):
+        sim.settings.confinement = 20.0 + 0.1 * (k + 1)
+        sim.advance(5)
+    assert sim.status == "running", sim.message
+    assert not graded, f"{len(graded)} of 10 confinement changes graded"
+    sim.settings.beta = 3.0
+    sim.advance(5)
+    assert graded, "the quench of β is graded as a start"

@@ -38,6 +38,10 @@ Rules for implementers
    the old attention (a force, a dissipation rate, a relaxation), and, where the scheme
    keeps the tracking bound, the bound grown by ``spread`` (``osc(W + δ) ≤ osc(W) +
    osc(δ)``: it stays a bound of the noisy path). The default starts a new carry.
+9. ``continued(carry)`` is called on the carry :meth:`start` returned when the engine
+   continues a run after a setting change that left the relaxation's target and rate
+   (β, γ, κ): the state is then no distant start. It returns the carry to use; the
+   default returns it as it is.
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ class Stepper:
     def perturbed(self, state, carry, spread):
         """The ``(state, carry)`` after noise on the state's logits (rule 8)."""
         return state, self.start(state)
+
+    def continued(self, carry):
+        """The carry of a run continued after a setting change (rule 9)."""
+        return carry
 
     def finish(self, state, carry):
         """Complete deferred work before ``state`` is reported (rule 6)."""

@@ -83,8 +83,8 @@ class HeunCarry:
     D: float | None = None
     #: ``osc(W₀)`` of the step before when it was graded, else 0
     graded_osc: float = 0.0
-    #: the logits were kicked by noise since (see ``VerletCarry.noisy``): not graded
-    noisy: bool = False
+    #: the state is no distant start (see ``VerletCarry.continued``)
+    continued: bool = False
 
 
 class EtdHeun(Stepper):
@@ -131,7 +131,9 @@ class EtdHeun(Stepper):
         """One step: the new state, its carry and ``osc(W₀)`` of its transient where it was
         measured (a stiff step that does not track its lagged target, or one after a graded
         step), else 0. A ``substep`` of :meth:`graded` takes the stiff branch whatever its
-        ``λh``, and the tracking correction only within ``SUBSTEP_OSC``."""
+        ``λh``, and at its end the tracking correction only within ``SUBSTEP_OSC`` (its
+        predictor within ``TRANSIENT_OSC``, as a whole step's: it moves the features by
+        6e-9 at most)."""
         prob, work = self.problem, self.work
         beta, lam = prob.beta, prob.relaxation_rate
         rate = lam / beta

@@ -121,10 +121,10 @@ class VerletCarry:
     pending: Pending | None = None
     #: ``osc(W₀)`` at the start of the step before when it was graded, else 0
     graded_osc: float = 0.0
-    #: the logits were kicked by noise (rule 8) since: the transient is no distant start,
-    #: and the next step is not graded (graded, every kick above ``GRADED_OSC`` cost a
-    #: step of 32 sub-steps or more)
-    noisy: bool = False
+    #: the state is no distant start (:func:`~.transient.fresh`): its logits were kicked
+    #: by noise (rule 8; graded, every kick above ``GRADED_OSC`` cost a step of 32
+    #: sub-steps or more), or the run continues after a setting change (rule 9)
+    continued: bool = False
 
 
 class EtdVerlet(Stepper):
@@ -163,8 +163,14 @@ class EtdVerlet(Stepper):
 
     def perturbed(self, state, carry, spread):
         """Noisy logits (rule 8): the force, ``G``, ``Ŝ`` and ``D`` (from the old
-        attention) go; what came from ``(X, P)`` stays."""
-        return state, replace(carry, force=None, G=None, D=None, S_hat=None, noisy=True)
+        attention) go, and a graded start's chain ends (the kick is no distant start);
+        what came from ``(X, P)`` stays."""
+        return state, replace(carry, force=None, G=None, D=None, S_hat=None, graded_osc=0.0,
+                              continued=True)
+
+    def continued(self, carry):
+        """A run continued after a setting change (rule 9): no distant start."""
+        return replace(carry, continued=True)
 
     def feedback_gain(self, st) -> float:
         """Gain of value matching's attention feedback: the logit Jacobian holds
@@ -183,8 +189,7 @@ class EtdVerlet(Stepper):
                                                                              gain=gain)
         lam = self.problem.relaxation_rate
         fine = gain <= GRADED_GAIN * lam
-        if (transient and gain > 0.0 and not carry.noisy
-                and (fine or lam * h >= GRADED_LAMBDA_H)):
+        if transient and gain > 0.0 and (fine or lam * h >= GRADED_LAMBDA_H):
             X1, P1, Z1, A1, S1, carry1, X1M, dissipated = self.graded(st, carry, h,
                                                                       lam + gain, fine)
             carry1 = replace(carry1, graded_osc=transient if fine else 0.0)

@@ -17,7 +17,7 @@ kept in the carry, for a next step of the same ``h``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,6 +38,8 @@ class StrangCarry:
     D: float | None = None
     K: float | None = None
     half: tuple | None = None
+    #: the state is no distant start (see ``VerletCarry.continued``)
+    continued: bool = False
 
 
 class Strang(Stepper):
@@ -56,16 +58,19 @@ class Strang(Stepper):
         return StrangCarry()
 
     def perturbed(self, state, carry, spread):
-        """Noisy logits (rule 8): the target ``βŜ(X, P)`` stays; the rest goes (a stiff
-        step's carry says the logits were kicked: ``HeunCarry.noisy``)."""
-        if isinstance(carry, HeunCarry):
-            return state, HeunCarry(target=carry.target, noisy=True)
-        return state, type(carry)(target=carry.target)
+        """Noisy logits (rule 8): the target ``βŜ(X, P)`` stays; the rest goes, and the
+        state is no distant start (``continued``)."""
+        return state, type(carry)(target=carry.target, continued=True)
+
+    def continued(self, carry):
+        """A run continued after a setting change (rule 9): no distant start."""
+        return replace(carry, continued=True)
 
     def step(self, st, carry, h):
         if self.problem.relaxation_rate * h > STIFF_LAMBDA_H:
-            if not isinstance(carry, HeunCarry):
-                carry = HeunCarry(target=carry.target)
+            if not isinstance(carry, HeunCarry):  # after a non-stiff step: no start
+                carry = HeunCarry(target=carry.target, D=carry.D,
+                                  continued=carry.continued or carry.target is not None)
             return self.stiff.step(st, carry, h)
         if not isinstance(carry, StrangCarry):  # after a stiff step: its target only
             carry = StrangCarry(target=carry.target)

@@ -131,13 +131,14 @@ def graded_on(osc_W0, graded_osc, x, start=True) -> bool:
 
 
 def fresh(carry) -> bool:
-    """Whether a step starts a run, or its continuation after a setting change: its carry
-    holds no dissipation rate (``D``) and no noise kick came since (``noisy``). Only such a
+    """Whether a step starts a run, or continues it after a setting change of the
+    relaxation's target or rate (β, γ, κ): its carry holds no dissipation rate (``D``)
+    and is not ``continued`` (after a noise kick, or another setting change). Only such a
     step is a distant start; a lag that stays large while the target outruns the
     relaxation is taken whole (graded on every step where ``osc(W₀)`` passed
     :data:`GRADED_OSC`, the cotangent lift at λh = 0.1 … 1 took 13-22 times the steps'
     cost from t ≈ 4 on)."""
-    return carry.D is None and not carry.noisy
+    return carry.D is None and not carry.continued
 
 
 
