@@ -8,34 +8,32 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Printed last by each subprocess: the BLAS pools it has loaded, with their threads.
+REPORT = ("from threadpoolctl import threadpool_info\n"
+          "print(json.dumps([(i['filepath'], i['num_threads']) for i in threadpool_info()"
+          " if i['user_api'] == 'blas']))\n")
+
+
+def _pools(code):
+    out = subprocess.run([sys.executable, "-c", "import json\n" + code + REPORT], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_the_dashboard_process_runs_every_blas_on_one_thread():
     # as `panel serve app/main.py` runs it: the file as a script, before the app package
-    code = ("import runpy, json; runpy.run_path('app/main.py'); "
-            "from threadpoolctl import threadpool_info; "
-            "print(json.dumps([(i['filepath'], i['num_threads']) for i in threadpool_info()"
-            " if i['user_api'] == 'blas']))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
-    pools = json.loads(out.strip().splitlines()[-1])
+    pools = _pools("import runpy\nrunpy.run_path('app/main.py')\n")
     assert len(pools) >= 2, pools  # NumPy's and SciPy's
     assert all(threads == 1 for _, threads in pools), pools
 
 
 def test_the_command_line_runs_every_blas_on_one_thread():
-    code = ("import runpy, sys, json, io, contextlib\n"
-            "sys.argv = ['dynamics', 'run', '--t-end', '0.02']\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try:\n"
-            "        runpy.run_module('dynamics', run_name='__main__')\n"
-            "    except SystemExit:\n"
-            "        pass\n"
-            "from threadpoolctl import threadpool_info\n"
-            "print(json.dumps([(i['filepath'], i['num_threads']) for i in threadpool_info()"
-            " if i['user_api'] == 'blas']))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, check=True).stdout
-    pools = json.loads(out.strip().splitlines()[-1])
+    pools = _pools("import runpy, sys, io, contextlib\n"
+                   "sys.argv = ['dynamics', 'run', '--t-end', '0.02']\n"
+                   "with contextlib.redirect_stdout(io.StringIO()):\n"
+                   "    try:\n"
+                   "        runpy.run_module('dynamics', run_name='__main__')\n"
+                   "    except SystemExit:\n"
+                   "        pass\n")
     assert len(pools) >= 2, pools
     assert all(threads == 1 for _, threads in pools), pools
