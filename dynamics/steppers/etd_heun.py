@@ -43,8 +43,10 @@ from ..workspace import Workspace
 from .base import Stepper
 from .exact_logit import STIFF_LAMBDA_H
 from .transient import (
+    CHAIN_SUBSTEPS,
     CUBIC_LAMBDA_H,
     GRADED_FIRST,
+    GRADED_MIN_LAMBDA_H,
     GRADED_SUBSTEPS,
     SUBSTEP_OSC,
     TRANSIENT_OSC,
@@ -59,20 +61,6 @@ from .transient import (
     tracks,
     transient_mean,
 )
-
-#: Steps graded from this ``λh`` up: below it a transient decays over ten steps or more,
-#: which resolve it (graded, a start's chain took 57 steps of 33 sub-steps at λh = 0.06;
-#: N = 8, d = 4).
-GRADED_LAMBDA_H = 0.1
-#: Sub-steps of the steps that follow a graded start while its transient decays (the
-#: chain, :data:`~.transient.GRADED_DECAY`): ``h / CHAIN_SUBSTEPS`` at most, where the
-#: start takes ``h / GRADED_SUBSTEPS``. With 32 the chain cost 4 times more, for the same
-#: orders (stiff test, ∫D: λh = 1, 1.98, 2.00, 2.00 with 32 and 2.01, 1.84, 1.97 with 8;
-#: λh = 10, 1.95, 2.02, 1.98 and 1.96, 2.15, 2.36); with 4 or 2 the orders broke (λh = 1:
-#: 1.19 at dt = 0.00125 with 4). The first 100 steps of a start at N = 256, d = 16 took
-#: 7.0 s at λh = 0.1, 1.65 s at 1 and 0.4 s at 100 (1.6, 0.3, 0.2 s ungraded; N = 64:
-#: 0.5, 0.13, 0.04 s).
-CHAIN_SUBSTEPS = 8
 
 
 @dataclass(frozen=True)
@@ -103,7 +91,7 @@ class EtdHeun(Stepper):
         new, carry1, osc_W0 = self.heun(st, carry, h)
         lam = self.problem.relaxation_rate
         start = fresh(carry)
-        if (osc_W0 and lam * h >= GRADED_LAMBDA_H
+        if (osc_W0 and lam * h >= GRADED_MIN_LAMBDA_H
                 and graded_on(osc_W0, carry.graded_osc, lam * h, start)):
             # a fast transient: taken again in sub-steps that resolve it
             new, carry1 = self.graded(st, carry, h,

@@ -42,8 +42,10 @@ from .base import DeferredOverflow, Stepper
 from .exact_logit import STIFF_LAMBDA_H
 from .feedback import feedback_work, implicit_step
 from .transient import (
+    CHAIN_SUBSTEPS,
     CUBIC_LAMBDA_H,
     GRADED_FIRST,
+    GRADED_MIN_LAMBDA_H,
     GRADED_SUBSTEPS,
     fresh,
     graded_on,
@@ -58,14 +60,18 @@ from .transient import (
 
 #: Largest step × attention-feedback gain the explicit prediction of value matching takes.
 FEEDBACK_GAIN_STEP = 0.25
-#: Value matching grades its sub-steps as :mod:`.transient` says (``rate = λ + gain``,
-#: capped at ``h / GRADED_SUBSTEPS``) while the feedback's gain is at most ``GRADED_GAIN λ``
-#: (λh = 1, 10, 100 there: 1.03 λ); there its stiff steps also take ``Ŝ`` cubic in time.
+#: Value matching grades a start and its chain as :mod:`.transient` says (``rate = λ +
+#: gain``; from ``GRADED_MIN_LAMBDA_H`` up, sub-steps of at most ``h / GRADED_SUBSTEPS``,
+#: ``h / CHAIN_SUBSTEPS`` in the chain: a start's first 100 steps at N = 64, d = 16 took
+#: 0.17 s at λh = 0.06, 0.34 s at 0.2, 1.49 s and 0.67 s graded from 0.05 in h/32) while the
+#: feedback's gain is at most ``GRADED_GAIN λ`` (λh = 1, 10, 100 there: 1.03 λ); there its
+#: stiff steps also take ``Ŝ`` cubic in time.
 #: A stronger feedback dominates the relaxation, and ``W₀``, measured against the frozen
 #: relaxation's lagged target, stays large on every step (25 … 340 at β = 5, γ = 20, κ = 3,
 #: gain up to 33 λ): graded as above, every step of those runs took 32 sub-steps or more.
-#: They keep the earlier grading: from ``λh`` = ``GRADED_LAMBDA_H`` up, uncapped, the
-#: sub-steps under ``STIFF_LAMBDA_H`` on the trapezoidal rule.
+#: They keep the earlier grading, on every step with a large transient (noisy or not):
+#: from ``λh`` = ``GRADED_LAMBDA_H`` up, uncapped, the sub-steps under ``STIFF_LAMBDA_H`` on
+#: the trapezoidal rule.
 GRADED_GAIN = 4.0
 GRADED_LAMBDA_H = 0.25
 
@@ -189,24 +195,26 @@ class EtdVerlet(Stepper):
                                                                              gain=gain)
         lam = self.problem.relaxation_rate
         fine = gain <= GRADED_GAIN * lam
-        if transient and gain > 0.0 and (fine or lam * h >= GRADED_LAMBDA_H):
+        if transient and gain > 0.0 and lam * h >= (GRADED_MIN_LAMBDA_H if fine
+                                                     else GRADED_LAMBDA_H):
+            cap = (GRADED_SUBSTEPS if fresh(carry) else CHAIN_SUBSTEPS) if fine else 1
             X1, P1, Z1, A1, S1, carry1, X1M, dissipated = self.graded(st, carry, h,
-                                                                      lam + gain, fine)
+                                                                      lam + gain, fine, cap)
             carry1 = replace(carry1, graded_osc=transient if fine else 0.0)
         new = State(t=st.t + h, X=X1, P=P1, Z=Z1, A=A1, S=S1, S_dot=st.S_dot, B=st.B,
                     dissipated=st.dissipated + dissipated, work=st.work)
         return self.track(st, carry, new, carry1, X1M, h)
 
-    def graded(self, st, carry, h, rate, fine):
+    def graded(self, st, carry, h, rate, fine, n_substeps):
         """A stiff step of value matching with a fast transient, in sub-steps that resolve
         it: the first of ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as
-        long; if ``fine`` (see :data:`GRADED_GAIN`), none longer than
-        ``h / GRADED_SUBSTEPS`` and each on the stiff branch of :meth:`verlet`. The feedback
+        long, none longer than ``h / n_substeps``; if ``fine`` (see :data:`GRADED_GAIN`),
+        each on the stiff branch of :meth:`verlet`. The feedback
         speeds the transient's decay up, which the frozen relaxation of :mod:`.transient`
         leaves out. Returns what :meth:`verlet` returns, without its flag."""
         dissipated, sub, t = 0.0, st, 0.0
         sub_carry = replace(carry, graded_osc=0.0)
-        for delta in substeps(h, GRADED_FIRST / rate, h / GRADED_SUBSTEPS if fine else h):
+        for delta in substeps(h, GRADED_FIRST / rate, h / n_substeps):
             busy = (st.S, st.Z, st.A, carry.S_hat, sub.S, sub.Z, sub.A, sub_carry.S_hat)
             X1, P1, Z1, A1, S1, sub_carry, X1M, d, _ = self.verlet(
                 sub, sub_carry, delta, busy, gain=self.feedback_gain(sub), substep=fine)

@@ -90,6 +90,20 @@ GRADED_OSC = 0.5
 #: (dt = 0.01 … 0.00125) to 8.1e-7, 4.7e-7, 1.7e-7, 4.9e-8; the chain grades 2, 3, 5, 10
 #: steps there, 8 … 57 at λh = 1 (2 … 16 without it).
 GRADED_DECAY = 0.5
+#: Steps graded from this ``λh`` up (value matching's under a strong feedback from
+#: ``etd_verlet.GRADED_LAMBDA_H``): below it a transient decays over ten steps or more,
+#: which resolve it (graded, a start's chain took 57 steps of 33 sub-steps at λh = 0.06 in
+#: the cotangent lift, 48 in value matching; N = 8, d = 4).
+GRADED_MIN_LAMBDA_H = 0.1
+#: Sub-steps of the steps that follow a graded start while its transient decays (the
+#: chain, :data:`~.transient.GRADED_DECAY`): ``h / CHAIN_SUBSTEPS`` at most, where the
+#: start takes ``h / GRADED_SUBSTEPS``. With 32 the chain cost 4 times more, for the same
+#: orders (stiff test, ∫D: λh = 1, 1.98, 2.00, 2.00 with 32 and 2.01, 1.84, 1.97 with 8;
+#: λh = 10, 1.95, 2.02, 1.98 and 1.96, 2.15, 2.36); with 4 or 2 the orders broke (λh = 1:
+#: 1.19 at dt = 0.00125 with 4). The first 100 steps of a start at N = 256, d = 16 took
+#: 7.0 s at λh = 0.1, 1.65 s at 1 and 0.4 s at 100 (1.6, 0.3, 0.2 s ungraded; N = 64:
+#: 0.5, 0.13, 0.04 s).
+CHAIN_SUBSTEPS = 8
 #: A graded sub-step of the cotangent lift (:class:`~.etd_heun.EtdHeun`) takes the tracking
 #: correction only when its transient oscillates by at most ``SUBSTEP_OSC`` (not
 #: :data:`TRANSIENT_OSC`; value matching's sub-steps measured worse with it, their
