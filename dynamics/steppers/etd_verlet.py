@@ -279,7 +279,7 @@ class EtdVerlet(Stepper):
                     # Ŝ cubic in time, from its rates at both ends (at the end from the
                     # linear step's state; further passes moved ∫D by under 1e-6): linear,
                     # it leaves attention lagging by O(h Ŝ̈/λ) (∫D at λh = 10 of order 1.63,
-                    # now 1.82). A stronger feedback (β = 5, γ = 20, κ = 3) lost order there.
+                    # now 2.6). A stronger feedback (β = 5, γ = 20, κ = 3) lost order there.
                     S0_dot = prob.score_rate(st.X, st.P / prob.mass, st.Z, st.A, S_hat0)
                     E, a0, a1, b0, b1 = c.hermite
                     P1_est = P_half + tau * prob.force(X1, A1, X1M)[0]
@@ -320,7 +320,7 @@ class EtdVerlet(Stepper):
                                    work.get("etd.Wt", shape))
         # osc(W₀) only where it is read: after a graded step, and on a transient (a step
         # that tracks keeps the quick test of :func:`tracks`)
-        osc_W0 = float(_max_reduce(en.oscillation(Wt), None)) if carry.graded_osc else None
+        osc_W0 = float(_max_reduce(en.oscillation(W0), None)) if carry.graded_osc else None
         decaying = osc_W0 is not None and graded_on(osc_W0, carry.graded_osc, lam * h)
         if not decaying and tracks(Wt, work.get("etd.dev", shape)):
             tr = tracking_correction(st.A, Wt, dS, lam * h, lam / beta, c.lag, work)
@@ -334,7 +334,7 @@ class EtdVerlet(Stepper):
         if vm:
             dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
         if osc_W0 is None:
-            osc_W0 = float(_max_reduce(en.oscillation(Wt), None))
+            osc_W0 = float(_max_reduce(en.oscillation(W0), None))
         # a distant start, or any large transient under a strong feedback (see GRADED_GAIN)
         start = fresh(carry) or gain > GRADED_GAIN * lam
         graded = decaying or graded_on(osc_W0, 0.0, lam * h, start)
