@@ -32,6 +32,23 @@ HIDDEN = ("norm_limit",)
 MAX_PASTE = 20_000
 #: Settings drawn on a log10 slider.
 LOG_SCALE = ("beta", "gamma")
+#: The settings shown first, above the groups: what a lecture moves.
+ESSENTIALS = ("model", "beta", "gamma")
+#: The sidebar's groups of settings after the essentials, each a title and its settings,
+#: collapsed at first; a group shows only while one of its settings applies to the model.
+#: A setting a model reads and no group lists goes to :data:`OTHER_GROUP`.
+GROUPS = (
+    ("Tokens and initial state", ("n_tokens", "dim", "mass", "kappa", "confinement",
+                                  "init_attention", "init_momentum", "dt", "seed")),
+    ("Path of the scores", ("path", "omega", "amplitude", "switch_time", "settle_rate")),
+    ("Tokens on the sphere", ("sphere_kernel", "sphere_weights", "cluster_eps")),
+    ("Weights and sentences", ("weights", "sentence", "layer", "head", "heads")),
+    ("Noise", ("logit_noise",)),
+)
+#: Title of the group of settings no other group lists.
+OTHER_GROUP = "More settings"
+#: Groups that open by themselves when a newly chosen model reads them (its own settings).
+OPEN_WITH_MODEL = ("Path of the scores", "Tokens on the sphere")
 
 
 def shown_settings() -> tuple:
@@ -157,11 +174,16 @@ class Controls(pn.viewable.Viewer):
         self.widgets = build_widgets(self.settings)
         d = dashboard
         self.play = pn.widgets.Toggle.from_param(
-            d.param.playing, label="▶ Play / ❚❚ Pause", color="success")
-        self.step = pn.widgets.Button(label="Step", color="primary")
+            d.param.playing, label="▶ Play / ❚❚ Pause", color="success",
+            sizing_mode="stretch_width")
+        self.step = pn.widgets.Button(label="Step", color="primary", width=80)
+        self.replay = pn.widgets.Button(
+            label="↺ Replay from A(0)", color="light", sizing_mode="stretch_width",
+            description="Run again from the initial state A(0), X(0) and play")
+        self.replay.on_click(locked(lambda _: d.replay()))
         # Buttons change Bokeh models: their handlers run under the document lock
         self.step.on_click(locked(lambda _: d.step_once()))
-        self.reset = pn.widgets.Button(label="Reset", color="warning")
+        self.reset = pn.widgets.Button(label="Reset", color="warning", sizing_mode="stretch_width")
         self.reset.on_click(locked(lambda _: d.reset()))
         self.steps_per_frame = pn.widgets.IntSlider.from_param(
             d.param.steps_per_frame, label="Steps per frame", sizing_mode="stretch_width")
@@ -185,6 +207,7 @@ class Controls(pn.viewable.Viewer):
         self.settings.param.watch(lambda *_: self.update_visibility(),
                                   ["model", "path", "weights"])
         self.settings.param.watch(self._show_settings, Settings.names())
+        self.groups = {}  # title → (card, its setting widgets), made by sidebar()
         self.update_visibility()
 
     def _show_settings(self, *events) -> None:
@@ -192,17 +215,62 @@ class Controls(pn.viewable.Viewer):
         self.paste.value = self._settings_json()
 
     def update_visibility(self) -> None:
-        """Hide the controls that do not apply to the selected model and path."""
+        """Hide the controls that do not apply to the selected model and path, and the
+        groups none of whose settings apply; open a model's own group when it appears."""
         for name, widget in self.widgets.items():
             widget.visible = applies(name, self.settings)
+        for title, (card, widgets) in self.groups.items():
+            shown = not widgets or any(w.visible for w in widgets)
+            if shown and not card.visible and title in OPEN_WITH_MODEL:
+                card.collapsed = False
+            card.visible = shown
+
+    def grouped(self) -> list[tuple[str, list[str]]]:
+        """The shown settings after :data:`ESSENTIALS`, by group: (title, names) in the
+        order of :data:`GROUPS`, then :data:`OTHER_GROUP`; empty groups left out."""
+        names = [n for n in self.widgets if n not in ESSENTIALS]
+        listed = {n for _, group in GROUPS for n in group}
+        groups = [(title, [n for n in names if n in group]) for title, group in GROUPS]
+        groups.append((OTHER_GROUP, [n for n in names if n not in listed]))
+        return [(title, group) for title, group in groups if group]
+
+    def sidebar(self, extras: dict | None = None) -> list:
+        """The sidebar: the essentials (play, step, reset, replay; speed; preset; model,
+        β, γ), then one collapsed card per group of settings (:meth:`grouped`) and per
+        extra panel.
+
+        Parameters
+        ----------
+        extras : dict of str to list, optional
+            More panels by group title: added to the group of that title (after its
+            settings), or as a group of their own after the settings' groups.
+
+        Returns
+        -------
+        list
+            The sidebar's items; the cards are also ``self.groups`` (title → (card, its
+            setting widgets)).
+        """
+        extras = dict(extras or {})
+        essentials = [
+            pn.Row(self.play, self.step, sizing_mode="stretch_width"),
+            pn.Row(self.reset, self.replay, sizing_mode="stretch_width"),
+            self.steps_per_frame, self.preset, self.load_preset,
+            *(self.widgets[n] for n in ESSENTIALS if n in self.widgets),
+        ]
+        self.groups = {}
+        cards = []
+        groups = [(title, [self.widgets[n] for n in names]) for title, names in self.grouped()]
+        groups += [(title, []) for title in extras if title not in dict(groups)]
+        for title, widgets in groups:
+            card = pn.Card(*widgets, *extras.get(title, ()), title=title, collapsed=True,
+                           sizing_mode="stretch_width", margin=(4, 2),
+                           css_classes=["controls-group"])
+            self.groups[title] = (card, widgets)
+            cards.append(card)
+        self.update_visibility()
+        return [pn.Column(*essentials, sizing_mode="stretch_width", css_classes=["controls"]),
+                *cards]
 
     def __panel__(self):
-        return pn.Column(
-            pn.Row(self.play, self.step, self.reset, sizing_mode="stretch_width"),
-            self.steps_per_frame,
-            self.preset, self.load_preset,
-            *self.widgets.values(),
-            self.compare,
-            self.paste, self.apply_paste,
-            sizing_mode="stretch_width", css_classes=["controls"],
-        )
+        return pn.Column(*self.sidebar(), sizing_mode="stretch_width")

@@ -254,6 +254,18 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self.pinned.runs:  # the ghosts on the new run's token axes, relabelled
             self.pinned.draw()
 
+    def replay(self) -> None:
+        """Run again from the initial state and play (the Replay button): a relaxation
+        over in seconds can be shown again. A preset's quench that has happened is undone
+        and armed again, so the replay shows it too."""
+        fired, self._fired_quench = self._fired_quench, None
+        with self._changing(preset=fired is not None):  # restarts the run once
+            if fired is not None:
+                quench, before = fired
+                self.settings.param.update(**before)
+                self._quench = quench
+        self.playing = True
+
     def _show_confinement(self) -> None:
         """Show :func:`confinement_notice` of the current settings (N, k, seed, model)."""
         text = confinement_notice(self.settings)
@@ -325,9 +337,14 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                                              label="Colour scale of A and A*",
                                              sizing_mode="stretch_width"),
                 self.clustering.rescaled_toggle)
-        part_one = layout.main_tab(self, (self.controls, *view, self.downloads,
-                                          self.slide_downloads, self.pinned.panel(),
-                                          self.real_heads))
+        c = self.controls
+        part_one = layout.main_tab(self, c.sidebar({
+            "Weights and sentences": [self.real_heads],
+            "View": list(view),
+            "Compare runs": [c.compare, self.pinned.panel()],
+            "Export, slides and settings as text": [
+                self.downloads, self.slide_downloads, c.paste, c.apply_paste],
+        }))
         tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
                                         disabled=not self.tour.steps)
         tour_button.on_click(server.locked(lambda event: self.param.update(

@@ -17,16 +17,20 @@ SIDEBAR_WIDTH = 300
 MIN_PLOT_WIDTH = 330
 #: Narrowest width of the tokens' plot (px): its long title and its toolbar fit above it.
 TOKENS_MIN_WIDTH = 372
+#: How far a plot that shrinks may also grow past its own width, so that the plots fill a
+#: wide screen (1920 px) instead of leaving a blank band on the right.
+MAX_GROWTH = 1.7
 
 
 def flexible(fig, pane, min_width: int = MIN_PLOT_WIDTH) -> None:
     """Let ``fig`` (drawn in ``pane``) shrink from its width down to ``min_width`` so
-    that two plots share a row of a narrow window (in one long column otherwise): a
-    flex item of basis ``min_width`` that grows up to the figure's own width (the pane
-    passes its sizes on to the figure). The heatmaps keep their fixed size (square
-    cells)."""
+    that two plots share a row of a narrow window (in one long column otherwise), and
+    grow up to :data:`MAX_GROWTH` times its width to fill a wide one: a flex item of
+    basis ``min_width`` (the pane passes its sizes on to the figure). The heatmaps keep
+    their fixed size (square cells)."""
     pane.param.update(sizing_mode="stretch_width", min_width=min_width,
-                      max_width=fig.width, styles={"flex": f"1 1 {min_width}px"})
+                      max_width=int(MAX_GROWTH * fig.width),
+                      styles={"flex": f"1 1 {min_width}px"})
 
 
 def plots(dashboard) -> pn.FlexBox:

@@ -120,6 +120,7 @@ class SettingsIO(param.Parameterized):
     notice = param.String(default="", doc="Message for the user (bad preset or URL, errors).")
 
     _from_preset = False  # the settings being changed are a preset's (its caption stays)
+    _fired_quench = None  # (quench, the values it changed) of a preset's quench that ran
 
     def _init_presets(self) -> list[str]:
         """Load the presets into the menu; returns messages (presets not available)."""
@@ -209,6 +210,7 @@ class SettingsIO(param.Parameterized):
             self.settings.param.update(**values)
             self.compare = preset.get("compare", False)
             self._quench = dict(preset["quench"]) if "quench" in preset else None
+            self._fired_quench = None
             self.caption.object = (f"**{preset['name']}** — {preset['caption']}  \n"
                                    f"{theory_link(values['model'])}")
             self.notice = ""
@@ -218,12 +220,13 @@ class SettingsIO(param.Parameterized):
     def _forget_preset(self) -> None:
         """The model changed by hand: the preset's caption and pending quench go."""
         self.caption.object = ""
-        self._quench = None
+        self._quench = self._fired_quench = None
 
     def _apply_quench(self):
         q = self._quench
         if q is not None and self.sim.t >= q["at_t"] - 1e-12:
             changes = presets.quench_changes(q)
+            self._fired_quench = (q, {k: getattr(self.settings, k) for k in changes})
             self.settings.param.update(**changes)
             self._quench = None
             text = ", ".join(f"{k} → {v:g}" for k, v in changes.items())
@@ -259,7 +262,7 @@ class SettingsIO(param.Parameterized):
         if problems:
             self.notice = "pasted settings not applied:\n" + "\n".join(f"- {p}" for p in problems)
             return False
-        self._quench = None
+        self._quench = self._fired_quench = None
         with self._changing():
             self.settings.param.update(**values)
         self.notice = (f"pasted settings applied; not applied, as {unused[0]} does not use "

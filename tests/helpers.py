@@ -29,3 +29,16 @@ def few_examples(max_examples):
     no shrinking (the rest as in the profile loaded by conftest.py)."""
     return settings(max_examples=max_examples, deadline=None,
                     phases=[Phase.explicit, Phase.reuse, Phase.generate])
+
+
+def open_group(page, title: str) -> None:
+    """Open the sidebar's group ``title`` (a collapsed card) in the Playwright ``page``,
+    if it is not open yet: its header is clicked once its body is seen to be hidden."""
+    header = page.locator(".card-header", has_text=title).first
+    header.wait_for(timeout=30000)
+    opened = header.evaluate(
+        "h => { const body = h.parentNode.querySelector(':scope > :not(.card-header)');"
+        " return !!body && body.offsetParent !== null && getComputedStyle(body).display"
+        " !== 'none'; }")
+    if not opened:
+        header.click()

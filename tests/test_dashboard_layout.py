@@ -7,6 +7,7 @@ widest plot fits a 1024 px window beside the sidebar.
 import panel as pn
 
 from app import layout
+from app.projector import PLOT_SIZE
 from app.trajectories import TITLES
 
 
@@ -66,7 +67,7 @@ def test_projector_mode_gives_shrinking_plots_its_size_and_gives_it_back(dash):
     before = (fig.min_width, fig.max_width, pane.min_width, pane.max_width, dict(pane.styles))
     dash.projector = True
     width = fig.width
-    assert width > before[1] and fig.min_width == fig.max_width == width
+    assert width == PLOT_SIZE[0] != before[1] and fig.min_width == fig.max_width == width
     assert pane.styles["flex"] == f"0 0 {width}px"
     dash.projector = False
     assert (fig.min_width, fig.max_width, pane.min_width, pane.max_width,

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from helpers import open_group
 from serving import COUNT_CHANGES
 
 pytestmark = pytest.mark.ui
@@ -120,6 +121,7 @@ def test_frames_per_second_at_n64(page, server, console_errors, capsys):
 def test_csv_download_and_inertial_tab(page, server, console_errors):
     _open(page, server)
     page.wait_for_function(f"() => ({ROWS})() > 3", timeout=20000)
+    open_group(page, "Export, slides and settings as text")
     with page.expect_download(timeout=20000) as info:
         page.get_by_text("Download CSV").click()
     with open(info.value.path(), encoding="utf-8") as fh:

@@ -8,6 +8,7 @@ inertial lab.
 """
 
 import pytest
+from helpers import open_group
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -79,6 +80,7 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         rows = [y for i, y in enumerate(tops) if i == 0 or y > tops[i - 1] + 20]
         assert len(rows) <= 4, (width, tops)
         # the controls: inside the window, and beside (not under) the plots
+        open_group(page, "Export, slides and settings as text")
         for control in (page.get_by_role("button", name="Load preset"),
                         page.get_by_role("button", name="Apply pasted settings"),
                         page.locator("select").nth(1)):

@@ -2,6 +2,7 @@
 the pinned one grey on the KL plot, its legend naming β = 1 against this run's β = 4."""
 
 import pytest
+from helpers import open_group
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -34,6 +35,8 @@ def test_pin_change_beta_and_see_both_curves(page, server, console_errors):
     page.goto(server)
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.wait_for_function(f"() => ({STATE})({KL_LOG!r}).run_t.length > 30", timeout=60000)
+    open_group(page, "Compare runs")
+    open_group(page, "Export, slides and settings as text")
     page.get_by_role("button", name="Pin run").click()
     page.get_by_text("pinned 1: canonical · β = 1").wait_for(timeout=15000)
     pinned = page.evaluate(STATE, KL_LOG)["ghosts"]

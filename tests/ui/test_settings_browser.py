@@ -9,6 +9,7 @@ server logs no error.
 import re
 
 import pytest
+from helpers import open_group
 from serving import served
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -56,6 +57,7 @@ def _wait_for_model(page, model, symbol):
 def test_model_changes_from_every_source_reset_the_plots(page, logged_server, console_errors):
     srv = logged_server
     _open(page, srv.url)
+    open_group(page, "Export, slides and settings as text")
     box = page.locator("textarea")
     for model, symbol in (("transformer", "Φ"), ("canonical", "H"), ("transformer", "Φ")):
         text = box.input_value()

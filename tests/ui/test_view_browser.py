@@ -8,6 +8,7 @@ main tab is shown again.
 import re
 
 import pytest
+from helpers import open_group
 from serving import COUNT_CHANGES
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -24,6 +25,8 @@ def test_labels_pause_and_tabs(page, server, console_errors):
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     linear = "Attention lag Σᵢ KL(Aᵢ‖A*ᵢ)"
     assert not page.evaluate(SHOWN, linear)
+    open_group(page, "View")
+    open_group(page, "Compare runs")
     page.get_by_text("Logarithmic KL axis", exact=True).click()  # the label, not the box
     page.wait_for_function(f"() => ({SHOWN})({linear!r})", timeout=10000)
     page.get_by_text("Compare with the reduced model", exact=True).click()
