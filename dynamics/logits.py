@@ -1,4 +1,4 @@
-"""The exact logit step and its helpers (Theory page: "Logits and the exact step").
+"""The exact logit step and its helpers (Theory page: "The Fisher–Rao attention flow").
 
 * :func:`logit_step` — the exact exponential step of ``dZ/dt = γS − λZ`` over one step,
   exact for scores linear in time (order 2 otherwise).

@@ -1,4 +1,4 @@
-"""Graded stiff steps (Theory page: "Logits and the exact step"): a fast transient from a
+"""Graded stiff steps (Theory page: "The Fisher–Rao attention flow"): a fast transient from a
 distant start is taken in sub-steps; a lag that stays large while the target outruns the
 relaxation is not a start and is taken whole; the sub-step sizes add up to the step."""
 

@@ -1,5 +1,5 @@
 """The rates of the effective scores that the stiff steps take cubic in time (Theory page:
-"Logits and the exact step"): ``CotangentLiftProblem.target_rate`` and
+"The Fisher–Rao attention flow"): ``CotangentLiftProblem.target_rate`` and
 ``ValueMatchingProblem.score_rate`` against a centred difference of the readable effective
 scores along the readable field (features, momenta and, for value matching, the logits
 ``dZ/dt = −λ(Z − βŜ)``), away from the start and with confinement on."""

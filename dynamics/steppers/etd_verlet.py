@@ -3,7 +3,9 @@ value-matching models).
 
 Features: kick, drift, kick. Logits: the exact step with the effective scores linear in
 time between both ends, so the lag ``−βṠ/λ`` of attention behind its target is resolved
-for any ``λh`` (no order reduction as the relaxation stiffens). The kicks and the
+while ``λh`` is moderate; for ``λh ≫ 1`` a linear target leaves an ``O(h T̈/λ)`` lag
+error, so value matching takes its scores cubic in time on stiff steps (the canonical
+model still takes them linear: ∫D at order 1.85 at ``λh = 100``; see STIFF.md). The kicks and the
 dissipation use the trapezoidal rule, plus on a stiff step the share of the transient of
 attention towards its lagged target that the rule misses (:mod:`.transient`): to first
 order while attention tracks that target, else (a fast transient from a distant start)

@@ -1,5 +1,5 @@
 """Time means over a stiff step of attention and dissipation, along the exact logit path
-(Theory page: "Logits and the exact step", "Tracking the moving softmax").
+(Theory page: "The Fisher–Rao attention flow", "Tracking the moving softmax").
 
 With effective scores linear in time over a step, ``Ŝ(s) = Ŝ₀ + (s/h)ΔŜ``, the exact logit
 step follows ``Z(s) = βŜ(s) + L + u W₀`` with ``u = e^{−λs}``, the steady lag
