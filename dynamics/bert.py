@@ -338,9 +338,16 @@ def _layer_heads(checkpoint: Checkpoint, text: str, layer: int, head) -> _heads.
     W_V = np.stack([_heads.value_matrix(
         rows("attention.self.value.weight", h), rows("attention.self.value.bias", h),
         W_O[:, h * dh:(h + 1) * dh]) for h in chosen])
+    norms = tuple(_heads.score_norm(rows("attention.self.query.weight", h),
+                                    rows("attention.self.query.bias", h),
+                                    rows("attention.self.key.weight", h)) for h in chosen)
+    rho = _heads.value_radius([rows("attention.self.value.weight", h) for h in chosen],
+                              [rows("attention.self.value.bias", h) for h in chosen],
+                              [W_O[:, h * dh:(h + 1) * dh] for h in chosen])
     return _heads.Heads(tokens=tokens, features=_heads.with_constant_column(inputs[layer]),
                         score_matrices=M, value_matrices=W_V,
-                        attention=attention[layer][list(chosen)], heads=chosen, layer=layer)
+                        attention=attention[layer][list(chosen)], heads=chosen, layer=layer,
+                        score_norms=norms, value_radius=rho)
 
 
 @functools.lru_cache(maxsize=2)
