@@ -21,6 +21,7 @@ import panel as pn
 from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, LabelSet, LinearColorMapper
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
+from scipy.special import softmax
 
 from dynamics import Settings, Simulation, bert
 from dynamics import heads as shipped_heads
@@ -301,34 +302,34 @@ class RealHeads(pn.viewable.Viewer):
 
     def _show_model_attention(self, frame) -> None:
         """The true attention of the head shown (a real head only), and in the title how
-        far A* of the current β is from it."""
+        far A* of the sentence's input features at the current β is from it (rounding at
+        β = 1: the scores are the model's)."""
         settings = self.dashboard.settings
         values = settings.values()
-        key = (tuple(frame.tokens), *(values[k] for k in CHOICE))
-        if key != self._model_key:
-            self._model_key = key
-            self._model_attention = None
-            if frame.tokens and values["weights"] != "seed":
-                try:
-                    real = shipped_heads.chosen(values)
-                except ValueError:
-                    real = None
-                if real is not None and real.tokens == tuple(frame.tokens):
-                    self._model_attention = real.attention[0]
-            self.model_fig.visible = self._model_attention is not None
-            if self._model_attention is not None:
-                n = len(frame.tokens)
-                self.model_fig.x_range.end = self.model_fig.y_range.start = n - 0.5
-                self.model_image.data = {"image": [self._model_attention.astype(np.float32)],
-                                         "dw": [n], "dh": [n], "x": [-0.5]}
-        if self._model_attention is None or frame.softmax is None:
+        key = (tuple(frame.tokens), values["beta"], *(values[k] for k in CHOICE))
+        if key == self._model_key:
             return
-        gap = float(np.abs(frame.softmax - self._model_attention).max())
-        beta = self.dashboard.sim.settings.beta
-        title = (f"The model's attention, head {settings.head}: "
-                 f"max|A* − it| = {gap:.0e} at β = {beta:.3g}")
-        if self.model_fig.title.text != title:
-            self.model_fig.title.text = title
+        self._model_key = key
+        real = None
+        if frame.tokens and values["weights"] != "seed":
+            try:
+                real = shipped_heads.chosen(values)
+            except ValueError:
+                real = None
+        if real is None or real.tokens != tuple(frame.tokens):
+            self.model_fig.visible = False
+            return
+        truth = real.attention[0]
+        X, M, _ = real.scaled()
+        gap = float(np.abs(softmax(values["beta"] * (X @ M[0] @ X.T), axis=1) - truth).max())
+        n = len(frame.tokens)
+        self.model_fig.x_range.end = self.model_fig.y_range.start = n - 0.5
+        self.model_image.data = {"image": [truth.astype(np.float32)], "dw": [n], "dh": [n],
+                                 "x": [-0.5]}
+        self.model_fig.title.text = (f"The model's attention, head {real.heads[0]}\nA* of "
+                                     f"its input at β = {values['beta']:.3g}: max diff "
+                                     f"{gap:.0e}")
+        self.model_fig.visible = True
 
     # -- your own weights --------------------------------------------------------
     def _on_upload(self, event) -> None:
