@@ -29,7 +29,7 @@ from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
 from .pinned import PinnedRuns
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
 from .projector import Projector
-from .real_heads import RealHeads
+from .real_heads import RealHeads, find_checkpoint, fit_real_head
 from .resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
 from .theory import Theory, TheoryLinks
@@ -83,6 +83,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             query = pn.state.session_args
         if query:
             notices += self.apply_query(query)
+        # a real head that does not exist (?weights=minilm&layer=3): the nearest that does
+        notices += fit_real_head(self.settings, find_checkpoint(self.settings))
         self.notice = "\n".join(notices)
         self.sim = Simulation(self.settings)
         self.reference = None
@@ -96,6 +98,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.real_heads = RealHeads(self)  # words on the axes, the heads' grid, the upload
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])
         self.controls = Controls(self)
+        self.real_heads.attach(self.controls)  # sliders span what exists; sentences by text
         self.status = pn.pane.Markdown("", styles=dict(STATUS_STYLE), sizing_mode="stretch_width",
                                        margin=(0, 10))
         self.alert = pn.pane.Alert("", alert_type="warning", visible=False,
@@ -176,7 +179,12 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._show_confinement()
         if self._batch:
             return
-        if self.sim.sync() == "restart":
+        try:
+            outcome = self.sim.sync()
+        except ValueError as err:  # a real head that does not exist, a refused sentence
+            self.real_heads.refuse(events, err)
+            return
+        if outcome == "restart":
             self.reset()
             return
         self._refresh()
@@ -226,7 +234,14 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self._run_error:
             self._run_error = False
             self.notice = ""
-        self.sim.reset()
+        try:
+            self.sim.reset()
+        except ValueError as err:  # (settings changed together: a preset, pasted ones)
+            fixed = fit_real_head(self.settings, self.real_heads.checkpoint)
+            if not fixed:
+                raise
+            self.real_heads.show_refusal("\n".join([f"Not applied: {err}", *fixed]))
+            self.sim.reset()
         if self.reference is not None:
             self._sync_reference()
             self.reference.reset()
@@ -268,7 +283,10 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
 
     def _show_confinement(self) -> None:
         """Show :func:`confinement_notice` of the current settings (N, k, seed, model)."""
-        text = confinement_notice(self.settings)
+        try:
+            text = confinement_notice(self.settings)
+        except ValueError:  # (a real head that does not exist: refused by the run)
+            text = None
         self.confinement.object = text or ""
         self.confinement.visible = bool(text)
 

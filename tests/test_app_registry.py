@@ -20,7 +20,14 @@ from dashboard_support import play
 
 from app import Dashboard, katex, presets, theory, urlstate
 from app.explain import model_text
-from app.models import REAL_HEAD, SET_BY_HEAD, applies, main_model_problem, main_models
+from app.models import (
+    REAL_HEAD,
+    SENTENCE_SETTINGS,
+    SET_BY_HEAD,
+    applies,
+    main_model_problem,
+    main_models,
+)
 from dynamics import Settings, Simulation, models
 from dynamics.models.attention import PATH_USES
 from dynamics.paths import FeaturePath
@@ -42,7 +49,8 @@ def test_controls_equations_and_na_come_from_the_spec(model):
     d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=2), playing=False)
     for name, widget in d.controls.widgets.items():
         assert widget.visible == applies(name, d.settings)
-        if name not in PATH_USES and name not in REAL_HEAD + SET_BY_HEAD + ("weights",):
+        if name not in PATH_USES and name not in (REAL_HEAD + SET_BY_HEAD + SENTENCE_SETTINGS
+                                                  + ("weights",)):
             assert widget.visible == (name in spec.reads()), name
         if name == "weights":  # (a model that runs no real head: ModelSpec.real_heads)
             assert widget.visible == (spec.real_heads != "none")
@@ -120,7 +128,7 @@ def test_a_registered_model_appears_everywhere_and_goes_away(copy_model):
     assert spec.name in d.controls.widgets["model"].options
     visible = {n for n, w in d.controls.widgets.items() if w.visible}
     # with the seed's weights, the choice of a real head does not show
-    assert visible == set(spec.reads()) - {"norm_limit", *REAL_HEAD}
+    assert visible == set(spec.reads()) - {"norm_limit", *REAL_HEAD, *SENTENCE_SETTINGS}
     assert "confinement" not in visible and "gamma" in visible
     assert spec.equations in d.explanation.pane.object
     assert "A copy runs." in d.explanation.pane.object

@@ -130,14 +130,15 @@ class MultiHeadStrang(Stepper):
 
 def build(values, given):
     """The problem and initial state of the canonical model on every head of one layer of
-    the shipped MiniLM heads (``weights="minilm"``, ``heads="all"``)."""
+    the shipped MiniLM heads or a checkpoint's (``weights="minilm"`` or ``"checkpoint"``,
+    ``heads="all"``)."""
     if values.get("weights", "seed") == "seed":
         raise ValueError("heads must be 'one' with weights='seed' (there is one head): "
-                         "heads='all' needs a real layer, weights='minilm'")
+                         "heads='all' needs a real layer, weights='minilm' or 'checkpoint'")
     if given:
         raise ValueError(f"heads='all' takes no {', '.join(given)}")
-    layer = real_heads.heads_of(values["sentence"], values["layer"], "all")
-    shown = real_heads.heads_of(values["sentence"], values["layer"], values["head"]).heads[0]
+    layer = real_heads.chosen(values, "all")
+    shown = real_heads.chosen(values).heads[0]
     X, M, W_V = layer.scaled()
     N, d = X.shape
     data = draw_initial_data(N, d, values["seed"])

@@ -209,10 +209,11 @@ def first_order_reference(velocity):
 
 def real_head(values):
     """``(X_in, M, W_V, tokens)`` of the real head the settings choose, at the readable
-    scales of :mod:`dynamics.heads`, or None (``weights="seed"``)."""
+    scales of :mod:`dynamics.heads` (the shipped file's or a checkpoint's,
+    :func:`dynamics.heads.chosen`), or None (``weights="seed"``)."""
     if values.get("weights", "seed") == "seed":
         return None
-    real = heads.heads_of(values["sentence"], values["layer"], values["head"])
+    real = heads.chosen(values)
     X, M, W_V = real.scaled()
     return X, M[0], W_V[0], real.tokens
 
@@ -308,8 +309,7 @@ def confinement_bound(source, n_tokens: int | None = None) -> float:
     else:
         values = source if isinstance(source, dict) else source.values()
         if values.get("weights", "seed") != "seed":
-            real = heads.heads_of(values["sentence"], values["layer"],
-                                  "all" if values.get("heads") == "all" else values["head"])
+            real = heads.chosen(values, "all" if values.get("heads") == "all" else None)
             M, N = real.scaled()[1], len(real.tokens)
         else:
             N = values["n_tokens"]

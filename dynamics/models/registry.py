@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 #: Settings every model of a part reads (never listed in ``ModelSpec.settings``).
 COMMON_SETTINGS = {
     1: ("model", "n_tokens", "dim", "beta", "dt", "seed", "norm_limit",
-        "weights", "sentence", "layer", "head", "heads"),
+        "weights", "sentence", "layer", "head", "heads", "checkpoint", "text"),
     2: ("model", "n_tokens", "dim", "dt", "seed", "norm_limit"),
 }
 
