@@ -49,6 +49,9 @@ GROUPS = (
 OTHER_GROUP = "More settings"
 #: Groups that open by themselves when a newly chosen model reads them (its own settings).
 OPEN_WITH_MODEL = ("Path of the scores", "Tokens on the sphere")
+#: The group of real weights, open by itself while a run's weights are not seeded (a real
+#: head, your own sentence): its sentence, layer and head are then what the run is about.
+WEIGHTS_GROUP = "Weights and sentences"
 
 
 def shown_settings() -> tuple:
@@ -222,6 +225,8 @@ class Controls(pn.viewable.Viewer):
         for title, (card, widgets) in self.groups.items():
             shown = not widgets or any(w.visible for w in widgets)
             if shown and not card.visible and title in OPEN_WITH_MODEL:
+                card.collapsed = False
+            if shown and title == WEIGHTS_GROUP and self.settings.weights != "seed":
                 card.collapsed = False
             card.visible = shown
 

@@ -8,8 +8,15 @@ from threadpoolctl import threadpool_limits
 # the cores that many sessions (and the browser, on a laptop) share.
 threadpool_limits(1)
 
+from panel.io.resources import LOCAL_DIST  # noqa: E402
+
 from app import Dashboard  # noqa: E402 (after limiting the BLAS threads)
 
+# Panel's components link their stylesheets from its CDN until the page of the session is
+# rendered, where the links are turned to the server's copy; a session created while
+# another is destroyed (a tab closed as one opens) kept the CDN links, and offline (a
+# lecture hall) its widgets lost their styles. The server's copy, from the start:
+pn.state.curdoc._template_variables.setdefault("dist_url", LOCAL_DIST)
 pn.extension("katex")
 
 Dashboard().servable(title="Nonequilibrium attention dynamics")

@@ -114,3 +114,11 @@ def test_replay_undoes_a_preset_s_quench_and_arms_it_again(dash):
     dash.settings.model = "reduced"
     dash.replay()
     assert dash.settings.beta == 5.0
+
+
+def test_real_weights_open_their_group(dash):
+    dash.__panel__()
+    card, _ = dash.controls.groups["Weights and sentences"]
+    assert card.collapsed
+    dash.settings.weights = "minilm"
+    assert not card.collapsed
