@@ -11,6 +11,7 @@ from their closed forms written here again.
 falls with ``γ`` fixed.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -27,11 +28,15 @@ from stiff_reference import (
     RTOL,
     T_END,
     case_settings,
+    coupled_reference,
     reference,
     relative_errors,
     run,
     short_values,
 )
+
+from dynamics import Settings
+from dynamics.steppers.exact_logit import STIFF_LAMBDA_H
 
 # --- every diagnostic at λh = 1, 10, 100, and its order -------------------------------
 #: The attention model's cases: paths that start far from their target relax from random
@@ -74,3 +79,95 @@ def test_attention_diagnostics_match_reference(path, lam_h):
 @pytest.mark.parametrize("model", list(COUPLED_CASES))
 def test_coupled_diagnostics_match_reference(model, lam_h):
     check_case(model, lam_h, COUPLED_CASES[model])
+
+
+# --- value matching just below the stiff branch (issue #31) -----------------------------
+#: Value matching from a random start (N = 6, d = 3, seed 8, random momenta) to t = 2:
+#: every diagnostic within RTOL at dt = 0.01, λh = γ/β · dt from 0.002 to 0.2 (β = 5,
+#: γ = 20: λh = 0.04, just below the stiff branch, with a feedback gain up to 33 λ).
+#: Each case's reference is one solve_ivp (about 0.1 s); the 24 cases take about 6 s.
+BELOW_T_END = 2.0
+BELOW_KAPPA = (0.0, 1.0, 3.0, 5.0)
+BELOW_BETA = (1.0, 5.0)
+BELOW_GAMMA = (1.0, 5.0, 20.0)
+
+
+def _below_settings(beta, gamma, kappa):
+    return Settings(model="value_matching", n_tokens=6, dim=3, seed=8, beta=beta,
+                    gamma=gamma, kappa=kappa, init_momentum="random")
+
+
+@functools.cache
+def _below_reference(beta, gamma, kappa):
+    return coupled_reference(_below_settings(beta, gamma, kappa), BELOW_T_END)
+
+
+def _below_errors(beta, gamma, kappa, n_steps):
+    """Relative errors of every diagnostic at t = 2 after ``n_steps`` steps."""
+    dt = BELOW_T_END / n_steps
+    frame = run(_below_settings(beta, gamma, kappa), BELOW_T_END, dt)
+    return relative_errors(frame, _below_reference(beta, gamma, kappa))
+
+
+@pytest.mark.parametrize("gamma", BELOW_GAMMA)
+@pytest.mark.parametrize("beta", BELOW_BETA)
+@pytest.mark.parametrize("kappa", BELOW_KAPPA)
+def test_value_matching_every_diagnostic_at_dt_0_01(kappa, beta, gamma):
+    """Before ∫D came from the balance on steps below the stiff branch (``EtdVerlet.verlet``),
+    seven cases failed: ∫D off by 1.1e-3 … 1.3e-2 (β = 5, γ = 20, κ = 3: 6.3e-3)."""
+    errors = _below_errors(beta, gamma, kappa, round(BELOW_T_END / DT))
+    bad = {k: v for k, v in errors.items() if v > RTOL}
+    assert not bad, f"κ = {kappa}, β = {beta}, γ = {gamma} (λh = {gamma / beta * DT:g}): {bad}"
+
+
+@pytest.mark.parametrize("kappa", [0.0, 3.0])
+def test_value_matching_error_has_no_jump_at_the_stiff_branch(kappa):
+    """β = 5, γ = 20 (λ = 4) with dt across ``STIFF_LAMBDA_H / λ``: the error of ∫D over
+    dt² (the constant of its order 2) on both sides of the threshold within a factor
+    ``JUMP``, and every diagnostic within RTOL. With the trapezoidal rule on ``D`` below
+    the branch, ∫D's constant jumped from 64 to 1.6 at κ = 3 (19 to 0.58 at κ = 0); now
+    2.3 to 1.6 (1.7 to 0.58). (H's constant jumps too, 0.63 to 1.17 and 2.1 to 0.04, but
+    its errors stay below 3.5e-4: the states below and above the branch differ.)"""
+    lam = 20.0 / 5.0
+    constants = {}
+    for lam_h in (0.045, 0.049, 0.051, 0.055):
+        n_steps = round(BELOW_T_END * lam / lam_h)
+        dt = BELOW_T_END / n_steps
+        errors = _below_errors(5.0, 20.0, kappa, n_steps)
+        bad = {k: v for k, v in errors.items() if v > RTOL}
+        assert not bad, f"κ = {kappa}, λh = {lam * dt:.4f}: {bad}"
+        constants[lam * dt] = errors["dissipated"] / dt**2
+    values = list(constants.values())
+    assert max(values) <= JUMP * min(values), (
+        f"κ = {kappa}: ∫D error / dt² across λh = {STIFF_LAMBDA_H}: "
+        + ", ".join(f"{x:.4f}: {v:.2f}" for x, v in constants.items()))
+
+
+#: Largest ratio of ∫D's error constants (error / dt²) across the stiff threshold.
+JUMP = 4.0
+
+
+def test_trapezoid_balance_is_the_path_balance_at_the_trapezoidal_mean():
+    """The cheap forms value matching's steps below the stiff branch use equal
+    ``path_dissipation`` and ``feedback_work`` with ``Ā = (A₀ + A₁)/2``."""
+    from dynamics import energy as en
+    from dynamics.steppers.feedback import feedback_work, trapezoid_feedback_work
+    from dynamics.steppers.transient import (
+        neg_entropy,
+        path_dissipation,
+        trapezoid_path_dissipation,
+    )
+
+    rng = np.random.default_rng(0)
+    N, d, beta = 7, 3, 1.7
+    Z0, Z1 = (Z - Z.max(axis=1, keepdims=True) for Z in 3.0 * rng.normal(size=(2, N, N)))
+    S0, S1 = rng.normal(size=(2, N, N))
+    A0, A1 = en.rowsoftmax(Z0), en.rowsoftmax(Z1)
+    X0, X1 = rng.normal(size=(2, N, d))
+    W_V = rng.normal(size=(d, d))
+    mean = 0.5 * (A0 + A1)
+    assert trapezoid_path_dissipation(S0, A0, neg_entropy(A0, Z0), S1, A1,
+                                      neg_entropy(A1, Z1), beta) == pytest.approx(
+        path_dissipation(Z0, S0, A0, Z1, S1, A1, mean, beta), rel=1e-12, abs=1e-12)
+    assert trapezoid_feedback_work(W_V, X0, X1, A0, A1) == pytest.approx(
+        feedback_work(W_V, X0, X1, A0, A1, mean), rel=1e-12, abs=1e-12)

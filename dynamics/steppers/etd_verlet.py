@@ -42,7 +42,7 @@ from ..state import State
 from ..workspace import Owned, Workspace
 from .base import DeferredOverflow, Stepper
 from .exact_logit import STIFF_LAMBDA_H
-from .feedback import feedback_work, implicit_step
+from .feedback import feedback_work, implicit_step, trapezoid_feedback_work
 from .transient import (
     CHAIN_SUBSTEPS,
     CUBIC_LAMBDA_H,
@@ -53,11 +53,13 @@ from .transient import (
     graded_on,
     hermite_transient,
     lagged_start,
+    neg_entropy,
     path_dissipation,
     substeps,
     tracking_correction,
     tracks,
     transient_mean,
+    trapezoid_path_dissipation,
 )
 
 #: Largest step × attention-feedback gain the explicit prediction of value matching takes.
@@ -133,6 +135,8 @@ class VerletCarry:
     #: by noise (rule 8; graded, every kick above ``GRADED_OSC`` cost a step of 32
     #: sub-steps or more), or the run continues after a setting change (rule 9)
     continued: bool = False
+    #: ``Σ A log A`` at the state (value matching's steps below the stiff branch), or None
+    neg_entropy: float | None = None
 
 
 class EtdVerlet(Stepper):
@@ -174,7 +178,7 @@ class EtdVerlet(Stepper):
         attention) go, and a graded start's chain ends (the kick is no distant start);
         what came from ``(X, P)`` stays."""
         return state, replace(carry, force=None, G=None, D=None, S_hat=None, graded_osc=0.0,
-                              continued=True)
+                              continued=True, neg_entropy=None)
 
     def continued(self, carry):
         """A run continued after a setting change (rule 9): no distant start."""
@@ -306,12 +310,37 @@ class EtdVerlet(Stepper):
 
         if vm and predicted:  # Ŝ₁ of the logit step came from the prediction of A₁
             S_hat1 = np.matmul(G1, X1.T, out=owned("etd.Sh"))
-        D0 = rate_at(st.A, st.Z, S_hat0, carry.D)
-        D1 = rate_at(A1, Z1, S_hat1)
-        carry1 = VerletCarry(force1, G1, D1, S_hat1 if vm else None)
         P1 = P_half + tau * force1
-        dissipated = 0.5 * h * (D0 + D1)  # the trapezoidal rule ...
+        if vm and not stiff:  # ∫D from the balance (below), no D: the carry is no start
+            n1 = neg_entropy(A1, Z1)
+            carry1 = VerletCarry(force1, G1, None, S_hat1, continued=True, neg_entropy=n1)
+        else:
+            D0 = rate_at(st.A, st.Z, S_hat0, carry.D)
+            D1 = rate_at(A1, Z1, S_hat1)
+            carry1 = VerletCarry(force1, G1, D1, S_hat1 if vm else None)
+            dissipated = 0.5 * h * (D0 + D1)  # the trapezoidal rule ...
         if not stiff:
+            if vm:  # ... but value matching's from the balance (issue #31):
+                # its steps below the stiff branch take ``∫D`` from the free-energy balance along
+                # the step (:func:`~.transient.path_dissipation` with the trapezoidal mean ``(A₀ +
+                # A₁)/2``, less ``κ`` :func:`~.feedback.feedback_work`), as its stiff steps do with
+                # a fast transient, not from the trapezoidal rule on ``D``. The feedback speeds the
+                # relaxation up to ``λ + gain`` (gain up to 33 λ at β = 5, γ = 20, κ = 3), which the
+                # trapezoidal rule on ``D`` does not resolve just below ``STIFF_LAMBDA_H``: a random
+                # start at λh = 0.04 (N = 6, d = 3, seed 8) put ∫D at t = 2 off by 6.3e-3 relative
+                # (order 2, error/dt² = 64 against 1.6 on the stiff branch above the threshold: a
+                # jump of 40 at λh = 0.05), 1.9e-3 even with κ = 0. By the balance: 2.3e-4
+                # (error/dt² = 2.3, order 2.0 down to dt = 0.00125), and at most 3.6e-4 on κ ∈ {0,
+                # 1, 3, 5}, β ∈ {1, 5}, γ ∈ {1, 5, 20} (``tests/test_stiff_accuracy.py``). Taken
+                # only above a threshold of ``(λ + gain)h`` instead, the two rules' errors mixed and
+                # the order broke (∫D stalled at 1e-4 from dt = 0.005 down with a threshold of 0.1).
+                # The states are unchanged.
+                n0 = carry.neg_entropy
+                n0 = neg_entropy(st.A, st.Z) if n0 is None else n0
+                dissipated = trapezoid_path_dissipation(S_hat0, st.A, n0, S_hat1, A1, n1, beta)
+                if prob.kappa:
+                    dissipated -= prob.kappa * trapezoid_feedback_work(prob.W_V, st.X, X1,
+                                                                       st.A, A1)
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, 0.0
         # ... and on a stiff step the share of the transient towards the lagged target
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))

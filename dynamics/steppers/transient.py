@@ -382,3 +382,20 @@ def path_dissipation(Z0, S0, A0, Z1, S1, A1, A_mean, beta):
                    - float(np.vdot(A0, en.log_rowsoftmax(Z0))))
     return (float(np.vdot(A1 - A_mean, S1)) + float(np.vdot(A_mean - A0, S0))
             - neg_entropy / beta)
+
+
+def neg_entropy(A, Z):
+    """``Σ A log A`` of ``A = rowsoftmax(Z)`` for logits with row maxima 0 (as the steppers
+    keep them), without a logarithm per entry: row ``i``'s log-normaliser is
+    ``−log max_j A_ij``."""
+    return float(np.vdot(A, Z)) + float(np.log(_max_reduce(A, 1)).sum())
+
+
+def trapezoid_path_dissipation(S0, A0, n0, S1, A1, n1, beta):
+    """:func:`path_dissipation` with the trapezoidal mean ``Ā = (A₀ + A₁)/2``, from the
+    ``n = Σ A log A`` at both ends (:func:`neg_entropy`):
+    ``⟨A₁ − A₀, Ŝ₀ + Ŝ₁⟩/2 − (n₁ − n₀)/β`` (value matching's steps below the stiff branch,
+    :meth:`~.etd_verlet.EtdVerlet.verlet`)."""
+    return (0.5 * (float(np.vdot(A1, S0)) + float(np.vdot(A1, S1))
+                   - float(np.vdot(A0, S0)) - float(np.vdot(A0, S1)))
+            - (n1 - n0) / beta)
