@@ -4,8 +4,8 @@ value-matching models).
 Features: kick, drift, kick. Logits: the exact step with the effective scores linear in
 time between both ends, so the lag ``−βṠ/λ`` of attention behind its target is resolved
 while ``λh`` is moderate; for ``λh ≫ 1`` a linear target leaves an ``O(h T̈/λ)`` lag
-error, so value matching takes its scores cubic in time on stiff steps (the canonical
-model still takes them linear: ∫D at order 1.85 at ``λh = 100``; see STIFF.md). The kicks and the
+error, so stiff steps take the scores cubic in time (value matching's while its feedback
+is not strong; see STIFF.md). The kicks and the
 dissipation use the trapezoidal rule, plus on a stiff step the share of the transient of
 attention towards its lagged target that the rule misses (:mod:`.transient`): to first
 order while attention tracks that target, else (a fast transient from a distant start)
@@ -31,6 +31,8 @@ import numpy as np
 from .. import energy as en
 from ..energy import _max_reduce
 from ..logits import (
+    axpy,
+    centre_rows,
     exp_quadratic,
     exp_trapezoid,
     hermite_logit_weights,
@@ -51,6 +53,7 @@ from .transient import (
     GRADED_SUBSTEPS,
     fresh,
     graded_on,
+    hermite_lag,
     hermite_transient,
     lagged_start,
     neg_entropy,
@@ -169,8 +172,7 @@ class EtdVerlet(Stepper):
             h=h, beta=beta, lam=lam, logit=logit_coefficients(beta, lam, h),
             lag=-(beta / (lam * h)), decay=math.exp(-lam * h), w0=beta * w0, w1=beta * w1,
             MMt=np.concatenate((prob.M, prob.M.T), axis=1), wq=wq,
-            hermite=(hermite_logit_weights(lam, h)
-                     if prob.attention_feedback and lam * h > CUBIC_LAMBDA_H else None))
+            hermite=hermite_logit_weights(lam, h) if lam * h > CUBIC_LAMBDA_H else None)
         return c
 
     def perturbed(self, state, carry, spread):
@@ -249,7 +251,7 @@ class EtdVerlet(Stepper):
         vm = prob.attention_feedback
         stiff = substep or lam * h > STIFF_LAMBDA_H
         predicted = False  # value matching's Ŝ₁ from a prediction of A₁
-        rates = None  # value matching's Hermite step: β(b₀ dŜ/dt(t₀) + b₁ dŜ/dt(t₁))
+        cubic = False  # the scores cubic in time (Hermite, from dŜ/dt at both ends)
         force0, G0 = carry.force, carry.G
         if force0 is None or (vm and G0 is None):
             force0, G0 = prob.force(st.X, st.A)
@@ -293,6 +295,7 @@ class EtdVerlet(Stepper):
                     rates = (beta * b0) * S0_dot + (beta * b1) * S1_dot
                     Z1, A1, S_hat1 = implicit_step(prob, st.Z, S_hat0, X1, X1M, A1,
                                                    (E, beta * a0, beta * a1), work, outs, rates)
+                    cubic = True
             else:
                 R_pred = X1 - A_pred @ (X1 @ prob.W_V.T)
                 S_hat1 = np.matmul(X1M + prob.kappa * (R_pred @ prob.W_V), X1.T,
@@ -300,6 +303,28 @@ class EtdVerlet(Stepper):
                 Z1 = None
         else:
             S_hat0, S_hat1, Z1 = st.S, S1, None
+            if stiff and lam * h > CUBIC_LAMBDA_H:
+                # S cubic in time (issue #31), as value matching's Ŝ: linear, it leaves attention
+                # lagging by O(h S̈/λ) (∫D at λh = 100 of order 1.78 on the sup of the error over
+                # the run, local orders 1.99, 1.95, 1.81, 1.74 at dt = 0.01 … 0.000625, fitted on
+                # the last three; now 1.94: 2.0, 1.98, 1.96, 1.92). dS/dt at the start from (X₀,
+                # P₀); at the end from X₁ and the momenta P_half + τ·Ṗ₀, off by O(h²) (with Ṗ at the
+                # linear step's attention instead, ∫D moved by under 10 %); they enter Z₁ with
+                # weights of order min(h, 1/λ), and the logits relax.
+                # The start's error grew (sup at dt = 0.01: 2.2e-5 → 9.0e-5 at λh = 100,
+                # 2.7e-5 → 9.6e-5 at 10): off the lagged path (A(0) = A*), its tracking
+                # correction's remainder was partly offset by the linear step's lag. (Taken
+                # whole instead, with transient_mean, the start's error fell 8 times but the
+                # next steps of its transient broke the order at λh ≈ 0.6.)
+                rates = _score_rates(prob, st.X, st.P, X1, P_half + tau * force0, X1M)
+                E, a0, a1, b0, b1 = c.hermite
+                Z1 = rates(beta * b0, beta * b1)
+                axpy(E, st.Z, Z1)
+                axpy(beta * a0, S_hat0, Z1)
+                axpy(beta * a1, S_hat1, Z1)
+                cubic = True
+                Z1 = centre_rows(Z1, out=Z1)
+                A1 = en.rowsoftmax(Z1, centred=True)
         if Z1 is None:
             Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h, coef=coef, out=owned("etd.Z"))
             A1 = en.rowsoftmax(Z1, centred=True, out=owned("etd.A"))
@@ -349,7 +374,11 @@ class EtdVerlet(Stepper):
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
         dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
         Wt = W0
-        if rates is not None:
+        if cubic and not vm:  # the rates' share in one product (see _score_rates)
+            hc, hc0, hc1 = hermite_lag(lam, h)
+            Wt = np.subtract(W0, rates(beta * hc0, beta * hc1), out=work.get("etd.Wt", shape))
+            axpy(-beta * hc, dS, Wt)
+        elif cubic:
             Wt = hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h,
                                    work.get("etd.Wt", shape))
         # osc(W₀) only where it is read: after a graded step, and on a transient (a step
@@ -373,6 +402,21 @@ class EtdVerlet(Stepper):
         start = fresh(carry) or gain > GRADED_GAIN * lam
         graded = decaying or graded_on(osc_W0, 0.0, lam * h, start)
         return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, osc_W0 if graded else 0.0
+
+
+def _score_rates(prob, X0, P0, X1, P1, X1M):
+    """``rates(w₀, w₁) = w₀ dS/dt(t₀) + w₁ dS/dt(t₁)``, ``dS/dt = V M Xᵀ + X M Vᵀ`` with
+    ``V = P/m`` at both ends, as one product of width ``4d`` (a stiff canonical step takes
+    two such sums: its logits and its transient)."""
+    M, mass = prob.M, prob.mass
+    V0, V1 = P0 / mass, P1 / mass
+    V0M, V1M, X0M = V0 @ M, V1 @ M, X0 @ M
+
+    def rates(w0, w1):
+        left = np.concatenate((w0 * V0M, X0M, w1 * V1M, X1M), axis=1)
+        return left @ np.concatenate((X0, w0 * V0, X1, w1 * V1), axis=1).T
+
+    return rates
 
 
 class TrackedEtdVerlet(EtdVerlet):

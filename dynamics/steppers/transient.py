@@ -182,6 +182,13 @@ def lagged_start(Z0, S0, S1, beta, ell, out):
     return axpy(-ell, S1, W0)
 
 
+def hermite_lag(lam, h):
+    """``(c, c₀, c₁)`` of :func:`hermite_transient`."""
+    x = lam * h
+    return (1.0 / x + 6.0 / x**2 + 12.0 / x**3, -h * (1.0 / x + 4.0 / x**2 + 6.0 / x**3),
+            -h * (2.0 / x**2 + 6.0 / x**3))
+
+
 def hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h, out):
     """The transient of a step whose scores are cubic in time (their Hermite interpolation
     ``q``, :func:`~dynamics.logits.hermite_logit_step`), into ``out``: the logits minus
@@ -193,10 +200,7 @@ def hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h, out):
     While attention tracks a target whose scores curve, this is what the cubic leaves out,
     where ``W₀`` keeps the steady ``β S̈ (1/λ² + h/(2λ))``, which the tracking correction
     would take for a transient."""
-    x = lam * h
-    c = 1.0 / x + 6.0 / x**2 + 12.0 / x**3
-    c0 = -h * (1.0 / x + 4.0 / x**2 + 6.0 / x**3)
-    c1 = -h * (2.0 / x**2 + 6.0 / x**3)
+    c, c0, c1 = hermite_lag(lam, h)
     np.copyto(out, W0)
     axpy(-beta * c, dS, out)
     axpy(-beta * c0, S0_dot, out)
