@@ -351,18 +351,19 @@ class EtdVerlet(Stepper):
                 # A₁)/2``, less ``κ`` :func:`~.feedback.feedback_work`), as its stiff steps do with
                 # a fast transient, not from the trapezoidal rule on ``D``. The feedback speeds the
                 # relaxation up to ``λ + gain`` (gain up to 33 λ at β = 5, γ = 20, κ = 3), which the
-                # trapezoidal rule on ``D`` does not resolve just below ``STIFF_LAMBDA_H``: a random
-                # start at λh = 0.04 (N = 6, d = 3, seed 8) put ∫D at t = 2 off by 6.3e-3 relative
-                # (order 2, error/dt² = 64 against 1.6 on the stiff branch above the threshold: a
-                # jump of 40 at λh = 0.05), 1.9e-3 even with κ = 0. By the balance: 2.3e-4
-                # (error/dt² = 2.3, order 2.0 down to dt = 0.00125), and at most 3.6e-4 on κ ∈ {0,
-                # 1, 3, 5}, β ∈ {1, 5}, γ ∈ {1, 5, 20} (``tests/test_stiff_accuracy.py``). Taken
-                # only above a threshold of ``(λ + gain)h`` instead, the two rules' errors mixed and
-                # the order broke (∫D stalled at 1e-4 from dt = 0.005 down with a threshold of 0.1).
-                # The states are unchanged (golden outputs: bit for bit). The price: a smooth run's
-                # ∫D is less accurate (the defaults at t = 1: 8.7e-5 relative, now 1.6e-4, both of
-                # order 2), and 200 steps at N = 64, d = 16, κ = 1 took 17 % more CPU time (Σ A log
-                # A once a step, carried; two more N×N×d products for the feedback's work; no D).
+                # trapezoidal rule on ``D`` does not resolve just below ``STIFF_LAMBDA_H``: a start
+                # from uniform attention at λh = 0.04 (N = 6, d = 3, seed 8) put ∫D at t = 2 off by
+                # 6.3e-3 relative (order 2, error/dt² = 64 against 1.6 on the stiff branch above the
+                # threshold: a jump of 40 at λh = 0.05), 1.9e-3 even with κ = 0. By the balance:
+                # 2.3e-4 (error/dt² = 2.3, order 2.0 down to dt = 0.00125), and at most 3.6e-4 on κ
+                # ∈ {0, 1, 3, 5}, β ∈ {1, 5}, γ ∈ {1, 5, 20} (``tests/test_stiff_accuracy.py``).
+                # Taken only above a threshold of ``(λ + gain)h`` instead, the two rules' errors
+                # mixed and the order broke (∫D stalled at 1e-4 from dt = 0.005 down with a
+                # threshold of 0.1). The states are unchanged (golden outputs: bit for bit). The
+                # price: a smooth run's ∫D is less accurate (the defaults at t = 1: 8.7e-5 relative,
+                # now 1.6e-4, both of order 2), and 200 steps at N = 64, d = 16, κ = 1 took 17 %
+                # more CPU time (Σ A log A once a step, carried; two more N×N×d products for the
+                # feedback's work; no D).
                 n0 = carry.neg_entropy
                 n0 = neg_entropy(st.A, st.Z) if n0 is None else n0
                 dissipated = trapezoid_path_dissipation(S_hat0, st.A, n0, S_hat1, A1, n1, beta)
