@@ -136,7 +136,8 @@ class VerletCarry:
     graded_osc: float = 0.0
     #: the state is no distant start (:func:`~.transient.fresh`): its logits were kicked
     #: by noise (rule 8; graded, every kick above ``GRADED_OSC`` cost a step of 32
-    #: sub-steps or more), or the run continues after a setting change (rule 9)
+    #: sub-steps or more), the run continues after a setting change (rule 9), or the step
+    #: before was value matching's below the stiff branch (its carry keeps no ``D``)
     continued: bool = False
     #: ``Σ A log A`` at the state (value matching's steps below the stiff branch), or None
     neg_entropy: float | None = None
