@@ -146,6 +146,12 @@ def attention_reference(settings, T):
 def coupled_reference(settings, T):
     """A coupled model at ``T`` from its readable field (velocity, force, effective
     scores, H): ``y = [X, P, Z, ∫D, B]`` (``B`` for the canonical model only)."""
+    return coupled_references(settings, (T,))[-1]
+
+
+def coupled_references(settings, times):
+    """:func:`coupled_reference` at each of ``times`` (increasing, the last the end), from
+    one solve."""
     sim = Simulation(settings)
     prob, st = sim.problem, sim.state
     readable = models.get(settings.model).readable
@@ -175,26 +181,30 @@ def coupled_reference(settings, T):
     y0 = [st.X.ravel(), st.P.ravel(), st.Z.ravel(), [0.0]]
     if tracked:
         y0.append(_osc(st.Z - beta * en.scores(st.X, M)))
-    y = _solve(rhs, (0.0, T), np.concatenate(y0), lam, None)
-    X, P, Z = unpack(y)
-    A = _softmax(Z)
-    out = {"X": X, "A": A, "dissipated": y[2 * nx + nz], "work": 0.0,
-           "hamiltonian": hamiltonian(prob, X, P, A, en.log_rowsoftmax(Z))}
-    if tracked:
-        out["kl_bound"] = float(np.sum(y[2 * nx + nz + 1:] ** 2) / 8.0)
+    out = []
+    for y in _solve(rhs, (0.0, times[-1]), np.concatenate(y0), lam, None, times).T:
+        X, P, Z = unpack(y)
+        A = _softmax(Z)
+        values = {"X": X, "A": A, "dissipated": y[2 * nx + nz], "work": 0.0,
+                  "hamiltonian": hamiltonian(prob, X, P, A, en.log_rowsoftmax(Z))}
+        if tracked:
+            values["kl_bound"] = float(np.sum(y[2 * nx + nz + 1:] ** 2) / 8.0)
+        out.append(values)
     return out
 
 
-def _solve(rhs, span, y0, lam, jac):
+def _solve(rhs, span, y0, lam, jac, times=None):
     """DOP853 at rtol 1e-10; Radau (same tolerances; ``jac`` the Jacobian, or None: finite
-    differences) when the relaxation is stiff."""
+    differences) when the relaxation is stiff. The solution at the end, or at each of
+    ``times`` (columns)."""
+    kw = {} if times is None else {"t_eval": times}
     if lam * (span[1] - span[0]) > 500.0:
         sol = solve_ivp(rhs, span, y0, method="Radau", rtol=1e-10, atol=1e-12,
-                        **({} if jac is None else {"jac": jac}))
+                        **({} if jac is None else {"jac": jac}), **kw)
     else:
-        sol = solve_ivp(rhs, span, y0, method="DOP853", rtol=1e-10, atol=1e-12)
+        sol = solve_ivp(rhs, span, y0, method="DOP853", rtol=1e-10, atol=1e-12, **kw)
     assert sol.success, sol.message
-    return sol.y[:, -1].copy()
+    return sol.y[:, -1].copy() if times is None else sol.y
 
 
 @functools.cache

@@ -4,8 +4,8 @@ value-matching models).
 Features: kick, drift, kick. Logits: the exact step with the effective scores linear in
 time between both ends, so the lag ``−βṠ/λ`` of attention behind its target is resolved
 while ``λh`` is moderate; for ``λh ≫ 1`` a linear target leaves an ``O(h T̈/λ)`` lag
-error, so value matching takes its scores cubic in time on stiff steps (the canonical
-model still takes them linear: ∫D at order 1.85 at ``λh = 100``; see STIFF.md). The kicks and the
+error, so stiff steps take the scores cubic in time (value matching's while its feedback
+is not strong; see STIFF.md). The kicks and the
 dissipation use the trapezoidal rule, plus on a stiff step the share of the transient of
 attention towards its lagged target that the rule misses (:mod:`.transient`): to first
 order while attention tracks that target, else (a fast transient from a distant start)
@@ -31,6 +31,8 @@ import numpy as np
 from .. import energy as en
 from ..energy import _max_reduce
 from ..logits import (
+    axpy,
+    centre_rows,
     exp_quadratic,
     exp_trapezoid,
     hermite_logit_weights,
@@ -42,7 +44,7 @@ from ..state import State
 from ..workspace import Owned, Workspace
 from .base import DeferredOverflow, Stepper
 from .exact_logit import STIFF_LAMBDA_H
-from .feedback import feedback_work, implicit_step
+from .feedback import feedback_work, implicit_step, trapezoid_feedback_work
 from .transient import (
     CHAIN_SUBSTEPS,
     CUBIC_LAMBDA_H,
@@ -51,13 +53,16 @@ from .transient import (
     GRADED_SUBSTEPS,
     fresh,
     graded_on,
+    hermite_lag,
     hermite_transient,
     lagged_start,
+    neg_entropy,
     path_dissipation,
     substeps,
     tracking_correction,
     tracks,
     transient_mean,
+    trapezoid_path_dissipation,
 )
 
 #: Largest step × attention-feedback gain the explicit prediction of value matching takes.
@@ -131,8 +136,11 @@ class VerletCarry:
     graded_osc: float = 0.0
     #: the state is no distant start (:func:`~.transient.fresh`): its logits were kicked
     #: by noise (rule 8; graded, every kick above ``GRADED_OSC`` cost a step of 32
-    #: sub-steps or more), or the run continues after a setting change (rule 9)
+    #: sub-steps or more), the run continues after a setting change (rule 9), or the step
+    #: before was value matching's below the stiff branch (its carry keeps no ``D``)
     continued: bool = False
+    #: ``Σ A log A`` at the state (value matching's steps below the stiff branch), or None
+    neg_entropy: float | None = None
 
 
 class EtdVerlet(Stepper):
@@ -165,8 +173,7 @@ class EtdVerlet(Stepper):
             h=h, beta=beta, lam=lam, logit=logit_coefficients(beta, lam, h),
             lag=-(beta / (lam * h)), decay=math.exp(-lam * h), w0=beta * w0, w1=beta * w1,
             MMt=np.concatenate((prob.M, prob.M.T), axis=1), wq=wq,
-            hermite=(hermite_logit_weights(lam, h)
-                     if prob.attention_feedback and lam * h > CUBIC_LAMBDA_H else None))
+            hermite=hermite_logit_weights(lam, h) if lam * h > CUBIC_LAMBDA_H else None)
         return c
 
     def perturbed(self, state, carry, spread):
@@ -174,7 +181,7 @@ class EtdVerlet(Stepper):
         attention) go, and a graded start's chain ends (the kick is no distant start);
         what came from ``(X, P)`` stays."""
         return state, replace(carry, force=None, G=None, D=None, S_hat=None, graded_osc=0.0,
-                              continued=True)
+                              continued=True, neg_entropy=None)
 
     def continued(self, carry):
         """A run continued after a setting change (rule 9): no distant start."""
@@ -245,7 +252,7 @@ class EtdVerlet(Stepper):
         vm = prob.attention_feedback
         stiff = substep or lam * h > STIFF_LAMBDA_H
         predicted = False  # value matching's Ŝ₁ from a prediction of A₁
-        rates = None  # value matching's Hermite step: β(b₀ dŜ/dt(t₀) + b₁ dŜ/dt(t₁))
+        cubic = False  # the scores cubic in time (Hermite, from dŜ/dt at both ends)
         force0, G0 = carry.force, carry.G
         if force0 is None or (vm and G0 is None):
             force0, G0 = prob.force(st.X, st.A)
@@ -289,6 +296,7 @@ class EtdVerlet(Stepper):
                     rates = (beta * b0) * S0_dot + (beta * b1) * S1_dot
                     Z1, A1, S_hat1 = implicit_step(prob, st.Z, S_hat0, X1, X1M, A1,
                                                    (E, beta * a0, beta * a1), work, outs, rates)
+                    cubic = True
             else:
                 R_pred = X1 - A_pred @ (X1 @ prob.W_V.T)
                 S_hat1 = np.matmul(X1M + prob.kappa * (R_pred @ prob.W_V), X1.T,
@@ -296,6 +304,28 @@ class EtdVerlet(Stepper):
                 Z1 = None
         else:
             S_hat0, S_hat1, Z1 = st.S, S1, None
+            if stiff and lam * h > CUBIC_LAMBDA_H:
+                # S cubic in time (issue #31), as value matching's Ŝ: linear, it leaves attention
+                # lagging by O(h S̈/λ) (∫D at λh = 100 of order 1.78 on the sup of the error over
+                # the run, local orders 1.99, 1.95, 1.81, 1.74 at dt = 0.01 … 0.000625, fitted on
+                # the last three; now 1.94: 2.0, 1.98, 1.96, 1.92). dS/dt at the start from (X₀,
+                # P₀); at the end from X₁ and the momenta P_half + τ·Ṗ₀, off by O(h²) (with Ṗ at the
+                # linear step's attention instead, ∫D moved by under 10 %); they enter Z₁ with
+                # weights of order min(h, 1/λ), and the logits relax.
+                # The start's error grew (sup at dt = 0.01: 2.2e-5 → 9.0e-5 at λh = 100,
+                # 2.7e-5 → 9.6e-5 at 10): off the lagged path (A(0) = A*), its tracking
+                # correction's remainder was partly offset by the linear step's lag. (Taken
+                # whole instead, with transient_mean, the start's error fell 8 times but the
+                # next steps of its transient broke the order at λh ≈ 0.6.)
+                rates = _score_rates(prob, st.X, st.P, X1, P_half + tau * force0, X1M)
+                E, a0, a1, b0, b1 = c.hermite
+                Z1 = rates(beta * b0, beta * b1)
+                axpy(E, st.Z, Z1)
+                axpy(beta * a0, S_hat0, Z1)
+                axpy(beta * a1, S_hat1, Z1)
+                cubic = True
+                Z1 = centre_rows(Z1, out=Z1)
+                A1 = en.rowsoftmax(Z1, centred=True)
         if Z1 is None:
             Z1 = logit_step(st.Z, S_hat0, S_hat1, beta, lam, h, coef=coef, out=owned("etd.Z"))
             A1 = en.rowsoftmax(Z1, centred=True, out=owned("etd.A"))
@@ -306,18 +336,51 @@ class EtdVerlet(Stepper):
 
         if vm and predicted:  # Ŝ₁ of the logit step came from the prediction of A₁
             S_hat1 = np.matmul(G1, X1.T, out=owned("etd.Sh"))
-        D0 = rate_at(st.A, st.Z, S_hat0, carry.D)
-        D1 = rate_at(A1, Z1, S_hat1)
-        carry1 = VerletCarry(force1, G1, D1, S_hat1 if vm else None)
         P1 = P_half + tau * force1
-        dissipated = 0.5 * h * (D0 + D1)  # the trapezoidal rule ...
+        if vm and not stiff:  # ∫D from the balance (below), no D: the carry is no start
+            n1 = neg_entropy(A1, Z1)
+            carry1 = VerletCarry(force1, G1, None, S_hat1, continued=True, neg_entropy=n1)
+        else:
+            D0 = rate_at(st.A, st.Z, S_hat0, carry.D)
+            D1 = rate_at(A1, Z1, S_hat1)
+            carry1 = VerletCarry(force1, G1, D1, S_hat1 if vm else None)
+            dissipated = 0.5 * h * (D0 + D1)  # the trapezoidal rule ...
         if not stiff:
+            if vm:  # ... but value matching's from the balance (issue #31):
+                # its steps below the stiff branch take ``∫D`` from the free-energy balance along
+                # the step (:func:`~.transient.path_dissipation` with the trapezoidal mean ``(A₀ +
+                # A₁)/2``, less ``κ`` :func:`~.feedback.feedback_work`), as its stiff steps do with
+                # a fast transient, not from the trapezoidal rule on ``D``. The feedback speeds the
+                # relaxation up to ``λ + gain`` (gain up to 33 λ at β = 5, γ = 20, κ = 3), which the
+                # trapezoidal rule on ``D`` does not resolve just below ``STIFF_LAMBDA_H``: a start
+                # from uniform attention at λh = 0.04 (N = 6, d = 3, seed 8) put ∫D at t = 2 off by
+                # 6.3e-3 relative (order 2, error/dt² = 64 against 1.6 on the stiff branch above the
+                # threshold: a jump of 40 at λh = 0.05), 1.9e-3 even with κ = 0. By the balance:
+                # 2.3e-4 (error/dt² = 2.3, order 2.0 down to dt = 0.00125), and at most 3.6e-4 on κ
+                # ∈ {0, 1, 3, 5}, β ∈ {1, 5}, γ ∈ {1, 5, 20} (``tests/test_stiff_accuracy.py``).
+                # Taken only above a threshold of ``(λ + gain)h`` instead, the two rules' errors
+                # mixed and the order broke (∫D stalled at 1e-4 from dt = 0.005 down with a
+                # threshold of 0.1). The states are unchanged (golden outputs: bit for bit). The
+                # price: a smooth run's ∫D is less accurate (the defaults at t = 1: 8.7e-5 relative,
+                # now 1.6e-4, both of order 2), and 200 steps at N = 64, d = 16, κ = 1 took 17 %
+                # more CPU time (Σ A log A once a step, carried; two more N×N×d products for the
+                # feedback's work; no D).
+                n0 = carry.neg_entropy
+                n0 = neg_entropy(st.A, st.Z) if n0 is None else n0
+                dissipated = trapezoid_path_dissipation(S_hat0, st.A, n0, S_hat1, A1, n1, beta)
+                if prob.kappa:
+                    dissipated -= prob.kappa * trapezoid_feedback_work(prob.W_V, st.X, X1,
+                                                                       st.A, A1)
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, 0.0
         # ... and on a stiff step the share of the transient towards the lagged target
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
         dS = np.subtract(S_hat1, S_hat0, out=work.get("etd.dS", shape))
         Wt = W0
-        if rates is not None:
+        if cubic and not vm:  # the rates' share in one product (see _score_rates)
+            hc, hc0, hc1 = hermite_lag(lam, h)
+            Wt = np.subtract(W0, rates(beta * hc0, beta * hc1), out=work.get("etd.Wt", shape))
+            axpy(-beta * hc, dS, Wt)
+        elif cubic:
             Wt = hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h,
                                    work.get("etd.Wt", shape))
         # osc(W₀) only where it is read: after a graded step, and on a transient (a step
@@ -341,6 +404,21 @@ class EtdVerlet(Stepper):
         start = fresh(carry) or gain > GRADED_GAIN * lam
         graded = decaying or graded_on(osc_W0, 0.0, lam * h, start)
         return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, osc_W0 if graded else 0.0
+
+
+def _score_rates(prob, X0, P0, X1, P1, X1M):
+    """``rates(w₀, w₁) = w₀ dS/dt(t₀) + w₁ dS/dt(t₁)``, ``dS/dt = V M Xᵀ + X M Vᵀ`` with
+    ``V = P/m`` at both ends, as one product of width ``4d`` (a stiff canonical step takes
+    two such sums: its logits and its transient)."""
+    M, mass = prob.M, prob.mass
+    V0, V1 = P0 / mass, P1 / mass
+    V0M, V1M, X0M = V0 @ M, V1 @ M, X0 @ M
+
+    def rates(w0, w1):
+        left = np.concatenate((w0 * V0M, X0M, w1 * V1M, X1M), axis=1)
+        return left @ np.concatenate((X0, w0 * V0, X1, w1 * V1), axis=1).T
+
+    return rates
 
 
 class TrackedEtdVerlet(EtdVerlet):

@@ -108,3 +108,17 @@ def feedback_work(W_V, X0, X1, A0, A1, A_mean):
     return (float(np.vdot(O1, A_mean @ Y1)) - float(np.vdot(O0, A_mean @ Y0))
             - 0.5 * (float(np.vdot(O1, O1)) - float(np.vdot(O0, O0)))
             - 0.5 * float(np.vdot(O0 + O1, A_mean @ (Y1 - Y0))))
+
+
+def trapezoid_feedback_work(W_V, X0, X1, A0, A1):
+    """:func:`feedback_work` with ``Ā = (A₀ + A₁)/2``:
+    ``(⟨O₁, A₀Y₁⟩ − ⟨O₀, A₁Y₀⟩)/2 − ⟨O₀ + O₁, A₀Y₁ − A₁Y₀ + O₁ − O₀⟩/4``."""
+    WT = W_V.T
+    Y0, Y1 = X0 @ WT, X1 @ WT
+    O0, O1, P01, P10 = A0 @ Y0, A1 @ Y1, A0 @ Y1, A1 @ Y0
+    cross = float(np.vdot(O1, P01)) - float(np.vdot(O0, P10))
+    P01 -= P10
+    P01 += O1
+    P01 -= O0
+    O0 += O1
+    return 0.5 * cross - 0.25 * float(np.vdot(O0, P01))

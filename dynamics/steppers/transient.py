@@ -182,6 +182,13 @@ def lagged_start(Z0, S0, S1, beta, ell, out):
     return axpy(-ell, S1, W0)
 
 
+def hermite_lag(lam, h):
+    """``(c, c₀, c₁)`` of :func:`hermite_transient`."""
+    x = lam * h
+    return (1.0 / x + 6.0 / x**2 + 12.0 / x**3, -h * (1.0 / x + 4.0 / x**2 + 6.0 / x**3),
+            -h * (2.0 / x**2 + 6.0 / x**3))
+
+
 def hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h, out):
     """The transient of a step whose scores are cubic in time (their Hermite interpolation
     ``q``, :func:`~dynamics.logits.hermite_logit_step`), into ``out``: the logits minus
@@ -193,10 +200,7 @@ def hermite_transient(W0, dS, S0_dot, S1_dot, beta, lam, h, out):
     While attention tracks a target whose scores curve, this is what the cubic leaves out,
     where ``W₀`` keeps the steady ``β S̈ (1/λ² + h/(2λ))``, which the tracking correction
     would take for a transient."""
-    x = lam * h
-    c = 1.0 / x + 6.0 / x**2 + 12.0 / x**3
-    c0 = -h * (1.0 / x + 4.0 / x**2 + 6.0 / x**3)
-    c1 = -h * (2.0 / x**2 + 6.0 / x**3)
+    c, c0, c1 = hermite_lag(lam, h)
     np.copyto(out, W0)
     axpy(-beta * c, dS, out)
     axpy(-beta * c0, S0_dot, out)
@@ -382,3 +386,20 @@ def path_dissipation(Z0, S0, A0, Z1, S1, A1, A_mean, beta):
                    - float(np.vdot(A0, en.log_rowsoftmax(Z0))))
     return (float(np.vdot(A1 - A_mean, S1)) + float(np.vdot(A_mean - A0, S0))
             - neg_entropy / beta)
+
+
+def neg_entropy(A, Z):
+    """``Σ A log A`` of ``A = rowsoftmax(Z)`` for logits with row maxima 0 (as the steppers
+    keep them), without a logarithm per entry: row ``i``'s log-normaliser is
+    ``−log max_j A_ij``."""
+    return float(np.vdot(A, Z)) + float(np.log(_max_reduce(A, 1)).sum())
+
+
+def trapezoid_path_dissipation(S0, A0, n0, S1, A1, n1, beta):
+    """:func:`path_dissipation` with the trapezoidal mean ``Ā = (A₀ + A₁)/2``, from the
+    ``n = Σ A log A`` at both ends (:func:`neg_entropy`):
+    ``⟨A₁ − A₀, Ŝ₀ + Ŝ₁⟩/2 − (n₁ − n₀)/β`` (value matching's steps below the stiff branch,
+    :meth:`~.etd_verlet.EtdVerlet.verlet`)."""
+    return (0.5 * (float(np.vdot(A1, S0)) + float(np.vdot(A1, S1))
+                   - float(np.vdot(A0, S0)) - float(np.vdot(A0, S1)))
+            - (n1 - n0) / beta)
