@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import panel as pn
-from bokeh.models import BasicTicker, ColumnDataSource, FixedTicker, LabelSet, LinearColorMapper
+from bokeh.models import ColumnDataSource, FixedTicker, LabelSet, LinearColorMapper
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -42,14 +42,32 @@ def clear_upload(upload) -> None:
     upload.clear()
 
 
-def label_axes(figures, tokens) -> None:
-    """Label both axes of the heatmaps with the word pieces (or with numbers again when
-    ``tokens`` is empty)."""
+#: Most numbered ticks on a heatmap's axis (a seeded run's tokens).
+MAX_NUMBERS = 10
+
+
+def number_ticks(n: int) -> list[int]:
+    """The tokens numbered on an axis of ``n`` tokens: every one up to
+    :data:`MAX_NUMBERS`, else every 2nd, 5th, 10th, 20th, … from 0."""
+    step = next(s for m in (1, 10, 100, 1000, 10_000) for s in (m, 2 * m, 5 * m)
+                if -(-n // s) <= MAX_NUMBERS)
+    return list(range(0, n, step))
+
+
+def label_axes(figures, tokens, n: int | None = None) -> None:
+    """Label both axes of the heatmaps with the word pieces, or with the token numbers
+    of ``n`` tokens when ``tokens`` is empty (a seeded run).
+
+    Every label is set from the run shown (ticks and their texts alike): the page keeps
+    an axis's old texts when its overrides are merely emptied, so a seeded run after a
+    real head read that head's words at its numbered ticks (issue #27, item 1).
+    """
+    ticks = list(range(len(tokens))) if tokens else number_ticks(n or 1)
+    texts = ({i: t for i, t in enumerate(tokens)} if tokens
+             else {i: str(i) for i in ticks})
     for fig in figures:
         for axis in (fig.xaxis[0], fig.yaxis[0]):
-            axis.update(
-                ticker=FixedTicker(ticks=list(range(len(tokens)))) if tokens else BasicTicker(),
-                major_label_overrides={i: t for i, t in enumerate(tokens)})
+            axis.update(ticker=FixedTicker(ticks=ticks), major_label_overrides=texts)
         fig.xaxis[0].major_label_orientation = math.pi / 2 if tokens else "horizontal"
         fig.xaxis[0].axis_label = "source word j" if tokens else "source token j"
         fig.yaxis[0].axis_label = "query word i" if tokens else "query token i"
@@ -74,7 +92,7 @@ class RealHeads(pn.viewable.Viewer):
     def __init__(self, dashboard, **params):
         super().__init__(**params)
         self.dashboard = dashboard
-        self._tokens = ()
+        self._tokens = None  # (words, N) of the run labelled
         mapper = LinearColorMapper(palette=Viridis256, low=0.0, high=1.0, nan_color="white")
         self.grid_fig = figure(title="Every head's attention A_h (head 0 top left)",
                                width=310, height=300, tools="save", toolbar_location=None,
@@ -102,9 +120,10 @@ class RealHeads(pn.viewable.Viewer):
     def update(self, frame) -> None:
         """Show the words and the heads of ``frame`` (after the heatmaps and tokens)."""
         tokens = tuple(frame.tokens)
-        if tokens != self._tokens:
-            self._tokens = tokens
-            label_axes(self.dashboard.heatmaps.figures, tokens)
+        labels = (tokens, frame.features.shape[0])  # the run's words, or its N
+        if labels != self._tokens:
+            self._tokens = labels
+            label_axes(self.dashboard.heatmaps.figures, tokens, labels[1])
         if tokens:
             data = self.dashboard.trajectories.tokens.data
             self.words.data = {"x": list(data["x"]), "y": list(data["y"]),

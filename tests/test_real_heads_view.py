@@ -38,8 +38,11 @@ def test_minilm_words_label_the_axes_and_the_tokens():
     from app.dashboard import HISTORY_BYTES
 
     assert dash.history.maxlen <= HISTORY_BYTES // (8 * 2 * 9 * 385)
-    dash.settings.weights = "seed"  # back to numbered tokens
-    assert dash.heatmaps.figures[0].xaxis[0].major_label_overrides == {}
+    dash.settings.weights = "seed"  # back to numbered tokens, each label set anew (the
+    # page keeps an axis's old texts when its overrides are merely emptied: issue #27)
+    axis = dash.heatmaps.figures[0].xaxis[0]
+    assert axis.major_label_overrides == {i: str(i) for i in range(8)}
+    assert list(axis.ticker.ticks) == list(range(8)) and axis.axis_label == "source token j"
     assert dash.real_heads.words.data["word"] == []
 
 
