@@ -166,11 +166,10 @@ class Controls(pn.viewable.Viewer):
         self.steps_per_frame = pn.widgets.IntSlider.from_param(
             d.param.steps_per_frame, label="Steps per frame", sizing_mode="stretch_width")
         self.compare = checkbox(d, "compare", "Compare with the reduced model")
+        # choosing a preset loads it; the menu shows the preset that runs, or "your own
+        # settings" (app.settings_io.CUSTOM)
         self.preset = pn.widgets.Select.from_param(d.param.preset, label="Preset",
                                                    sizing_mode="stretch_width")
-        self.load_preset = pn.widgets.Button(label="Load preset", color="primary",
-                                             sizing_mode="stretch_width")
-        self.load_preset.on_click(locked(lambda _: d.load_preset()))
         # the settings box shows the current settings of the model (live); a pasted
         # object may give only some of them
         self.paste = pn.widgets.TextAreaInput(
@@ -200,7 +199,7 @@ class Controls(pn.viewable.Viewer):
         return pn.Column(
             pn.Row(self.play, self.step, self.reset, sizing_mode="stretch_width"),
             self.steps_per_frame,
-            self.preset, self.load_preset,
+            self.preset,
             *self.widgets.values(),
             self.compare,
             self.paste, self.apply_paste,

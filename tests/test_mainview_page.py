@@ -120,3 +120,29 @@ def test_a_relaxation_keeps_its_decades_on_the_log_axis():
     kl = np.asarray(dash.timeseries.source.data["kl"])
     above = kl[kl > LOG_FLOOR]  # (below it: 0 to rounding, drawn at the floor)
     assert rng.start <= above.min() < 1e-9 and rng.end >= kl.max()
+
+
+# -- item 7: choosers that show what runs ---------------------------------------------
+def test_the_preset_menu_shows_what_runs_and_loads_what_is_chosen():
+    from app.settings_io import CUSTOM
+
+    dash = Dashboard(playing=False)
+    assert dash.preset == CUSTOM  # the default is no preset
+    assert dash.controls.preset.value == CUSTOM
+    name = "Energy-dissipation law: canonical"
+    dash.controls.preset.value = name  # chosen: loaded at once, no button
+    assert dash.settings.n_tokens == 16 and dash.settings.init_momentum == "random"
+    assert name in dash.caption.object and dash.preset == name
+    dash.settings.beta = 2.0  # changed by hand: no longer the preset
+    assert dash.preset == CUSTOM and dash.controls.preset.value == CUSTOM
+    dash.controls.preset.value = name  # chosen again: its settings again
+    assert dash.settings.beta == 1.0 and dash.preset == name
+    quench = next(p for p in dash._presets if "quench" in p)
+    assert dash.load_preset(quench) and dash.preset == quench["name"]  # (the tour's way)
+    while dash._quench is not None:
+        dash.advance_frame()
+    assert dash.settings.beta == quench["quench"]["beta"]
+    assert dash.preset == quench["name"]  # the quench is the preset's own
+    dash.compare = True
+    assert dash.preset == CUSTOM
+    assert not hasattr(dash.controls, "load_preset")  # no separate button
