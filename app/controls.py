@@ -181,6 +181,7 @@ class Controls(pn.viewable.Viewer):
             description="Set the settings given in the box (the others keep their values) "
                         "and restart the run")
         self.apply_paste.on_click(locked(lambda _: d.apply_settings_json(self.paste.value)))
+        self.paste_note = d.paste_note  # what became of the pasted settings, under the box
         self.settings.param.watch(lambda *_: self.update_visibility(),
                                   ["model", "path", "weights"])
         self.settings.param.watch(self._show_settings, Settings.names())
@@ -202,6 +203,6 @@ class Controls(pn.viewable.Viewer):
             self.preset,
             *self.widgets.values(),
             self.compare,
-            self.paste, self.apply_paste,
+            self.paste, self.apply_paste, self.paste_note,  # its message next to it
             sizing_mode="stretch_width", css_classes=["controls"],
         )

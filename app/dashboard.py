@@ -327,7 +327,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 if self.tabs is not None:
                     self.tabs.active = 0
             else:  # e.g. a Part II model, which the main tab does not run
-                self.sweep_tab.message.object = f"**Not loaded into the live view:** {self.notice}"
+                self.sweep_tab.message.object = (f"**Not loaded into the live view:** "
+                                                 f"{self.paste_message}")
 
         self.sweep_tab = SweepTab(settings=self.settings, on_point=server.locked(load),
                                   model=self.settings.model)

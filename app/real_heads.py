@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import numpy as np
 import panel as pn
@@ -24,6 +25,15 @@ from dynamics.cli import WEIGHT_ARRAYS, read_weights
 GRID_COLUMNS = 4
 #: Largest upload accepted (bytes).
 MAX_UPLOAD = 50_000_000
+
+
+def in_file_terms(message: str) -> str:
+    """``message`` with the :class:`~dynamics.Simulation` keywords of a weights file's
+    arrays named by the file's keys (``score_matrix`` → ``M``, :data:`WEIGHT_ARRAYS`)
+    and ``n_tokens``, ``dim`` as N, d: an upload's error speaks of what is in the file."""
+    for key, keyword in WEIGHT_ARRAYS.items():
+        message = re.sub(rf"\b{keyword}\b", key, message)
+    return message.replace("n_tokens=", "N = ").replace("dim=", "d = ")
 
 
 def read_upload(upload) -> dict:
@@ -110,11 +120,15 @@ class RealHeads(pn.viewable.Viewer):
             text_font_size="9pt", text_color="#444444"))
         self.upload = pn.widgets.FileInput(accept=".npz", multiple=False,
                                            sizing_mode="stretch_width")
-        self.upload_note = pn.pane.Markdown(
-            "Your own weights: a `.npz` file with `X` (N×d) and optionally `P`, `M`, `W_V` "
+        self.upload_label = pn.pane.Markdown(
+            "Weights file (`.npz`): `X` (N×d) and optionally `P`, `M`, `W_V` "
             "(S = X M Xᵀ; see the Theory page, *A real head on a real sentence*).",
             sizing_mode="stretch_width", margin=(0, 10))
+        # what became of a file: said under its picker (issue #27, item 9)
+        self.upload_note = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
+        self._file = None  # (name, (N, d)) of the uploaded arrays
         self.upload.param.watch(self._on_upload, "value")
+        dashboard.settings.param.watch(self._show_source, ["weights", "n_tokens", "dim"])
 
     # -- frames ------------------------------------------------------------------
     def update(self, frame) -> None:
@@ -142,17 +156,37 @@ class RealHeads(pn.viewable.Viewer):
     def _on_upload(self, event) -> None:
         if event.new is None:
             return
+        name = self.upload.filename or "your file"
         try:
             arrays = read_upload(self.upload)
             self.apply(arrays)
         except ValueError as err:
-            self.upload_note.object = f"**Not used:** {err}"
+            self.upload_note.object = f"**Not used:** {in_file_terms(str(err))}"
             clear_upload(self.upload)
+            self._show_source()
             return
         X = arrays["features"]
+        self._file = (name, np.shape(X))
         names = ", ".join(k for k, v in WEIGHT_ARRAYS.items() if v in arrays)
         self.upload_note.object = (f"Running your weights: N = {X.shape[0]}, "
                                    f"d = {X.shape[1]} ({names}).")
+        self._show_source()
+
+    def _show_source(self, *events) -> None:
+        """The Weights menu names what runs: the uploaded file while its arrays serve the
+        run (seeded weights of its N and d: :class:`~dynamics.Simulation` keeps them for
+        every restart they fit), "seed" or "minilm" otherwise (issue #27, item 7)."""
+        controls = getattr(self.dashboard, "controls", None)
+        widget = controls.widgets.get("weights") if controls is not None else None
+        if widget is None:
+            return
+        s = self.dashboard.settings
+        runs_file = self._file is not None and s.weights == "seed" \
+            and (s.n_tokens, s.dim) == tuple(self._file[1])
+        options = {f"your file: {self._file[0]}" if runs_file and v == "seed" else v: v
+                   for v in s.param.weights.objects}
+        if dict(widget.options) != options:
+            widget.options = options
 
     def apply(self, arrays: dict) -> None:
         """Run the dashboard's model from ``arrays`` (the :class:`~dynamics.Simulation`
@@ -173,4 +207,5 @@ class RealHeads(pn.viewable.Viewer):
         dash.reset()
 
     def __panel__(self):
-        return pn.Column(self.upload_note, self.upload, sizing_mode="stretch_width")
+        return pn.Column(self.upload_label, self.upload, self.upload_note,
+                         sizing_mode="stretch_width")

@@ -122,6 +122,9 @@ class SettingsIO(param.Parameterized):
         doc="The preset that runs (a statement of the Theory page), or CUSTOM: choosing "
             "one loads it; a setting changed by hand away from it shows CUSTOM.")
     notice = param.String(default="", doc="Message for the user (bad preset or URL, errors).")
+    paste_message = param.String(
+        default="", doc="What became of the pasted settings: shown under the settings box, "
+                        "where the hand is (issue #27, item 9), not at the top of the page.")
 
     _from_preset = False  # the settings being changed are a preset's (its caption stays)
     _showing_preset = False  # the menu is being set to what runs (nothing to load)
@@ -130,6 +133,8 @@ class SettingsIO(param.Parameterized):
     def _init_presets(self) -> list[str]:
         """Load the presets into the menu; returns messages (presets not available)."""
         self._presets, notices = [], []
+        self.paste_note = pn.pane.Alert("", alert_type="warning", visible=False,
+                                        sizing_mode="stretch_width", margin=(0, 10))
         self._quench = None
         try:
             self._presets = presets.load_presets()
@@ -238,6 +243,7 @@ class SettingsIO(param.Parameterized):
             self._show_notice()
             return False
         values = presets.preset_values(preset)
+        self.paste_message = ""  # (said of settings no longer shown)
         with self._changing(preset=True):
             self.settings.param.update(**values)
             self.compare = preset.get("compare", False)
@@ -296,14 +302,23 @@ class SettingsIO(param.Parameterized):
         """
         values, unused, problems = parse_pasted(text, self.settings)
         if problems:
-            self.notice = "pasted settings not applied:\n" + "\n".join(f"- {p}" for p in problems)
+            self.paste_message = ("pasted settings not applied:\n"
+                                  + "\n".join(f"- {p}" for p in problems))
             return False
         self._quench = None
         with self._changing():
             self.settings.param.update(**values)
-        self.notice = (f"pasted settings applied; not applied, as {unused[0]} does not use "
-                       f"them: {', '.join(unused[1])}" if unused else "")
+        self.paste_message = (f"pasted settings applied; not applied, as {unused[0]} does not "
+                              f"use them: {', '.join(unused[1])}" if unused else "")
         return True
+
+    @param.depends("paste_message", watch=True)
+    def _show_paste_message(self):
+        text = self.paste_message
+        self.paste_note.alert_type = "warning" if text.startswith("pasted settings not") \
+            else "info"
+        self.paste_note.object = text.replace("\n", "  \n")
+        self.paste_note.visible = bool(text)
 
     @param.depends("notice", watch=True)
     def _show_notice(self):

@@ -146,3 +146,66 @@ def test_the_preset_menu_shows_what_runs_and_loads_what_is_chosen():
     dash.compare = True
     assert dash.preset == CUSTOM
     assert not hasattr(dash.controls, "load_preset")  # no separate button
+
+
+def test_the_weights_menu_names_the_uploaded_file_while_it_runs():
+    import io
+
+    dash = Dashboard(playing=False)
+    widget = dash.controls.widgets["weights"]
+    assert dict(widget.options) == {"seed": "seed", "minilm": "minilm"}
+    X = np.random.default_rng(0).standard_normal((5, 3))
+    buffer = io.BytesIO()
+    np.savez(buffer, X=X, M=np.eye(3) / 3)
+    upload = dash.real_heads.upload
+    upload.filename = "mine.npz"
+    upload.value = buffer.getvalue()
+    assert dict(widget.options) == {"your file: mine.npz": "seed", "minilm": "minilm"}
+    assert widget.value == "seed"  # shown as "your file: mine.npz"
+    np.testing.assert_array_equal(dash.sim.frame().features, X)
+    # a preset of another N: the file no longer serves the run, the menu says seed again
+    dash.load_preset(_preset(dash, "Energy-dissipation law: canonical"))
+    assert dict(widget.options) == {"seed": "seed", "minilm": "minilm"}
+    assert dash.sim.frame().features.shape == (16, 4)
+
+
+# -- item 9: feedback next to the hand ----------------------------------------------------
+def test_upload_errors_name_the_files_keys():
+    from app.real_heads import in_file_terms
+
+    assert in_file_terms("score_matrix must have shape (6, 6) (n_tokens=4, dim=6), got "
+                         "(3, 3)") == "M must have shape (6, 6) (N = 4, d = 6), got (3, 3)"
+    assert in_file_terms("takes score_matrix and value_matrix, not kernel") == \
+        "takes M and W_V, not A"
+    assert in_file_terms("features must be finite") == "X must be finite"
+
+
+def test_pasted_settings_are_answered_under_the_box():
+    dash = Dashboard(playing=False)
+    sidebar = list(dash.controls.__panel__())
+    assert sidebar.index(dash.paste_note) == sidebar.index(dash.controls.apply_paste) + 1
+    assert not dash.apply_settings_json('{"beta": "two"}')
+    assert dash.paste_note.visible and "beta" in dash.paste_note.object
+    assert not dash.alert.visible and dash.notice == ""
+    assert dash.apply_settings_json('{"beta": 2}')
+    assert not dash.paste_note.visible
+
+
+def test_the_csv_reads_with_a_plain_read_csv():
+    import io
+    import json
+
+    import pandas as pd
+
+    from app import export
+
+    dash = Dashboard(playing=False)
+    _frames(dash, 3)
+    text = export.csv_bytes(dash).getvalue().decode()
+    assert not text.startswith("#")
+    table = pd.read_csv(io.StringIO(text))
+    assert len(table) == 4 and table["t"].iloc[-1] == pytest.approx(dash.sim.t)
+    assert json.loads(table[export.SETTINGS_COLUMN][0]) == dash.settings.values()
+    assert export.read_csv_settings(text) == dash.settings.values()
+    old = "# attention-dynamics run\n# beta = 2.0\n# model = \"canonical\"\nt,kl\n0,1\n"
+    assert export.read_csv_settings(old) == {"beta": 2.0, "model": "canonical"}

@@ -71,7 +71,9 @@ def test_upload_runs_your_weights_and_refuses_bad_files():
     np.savez(buffer, X=X, M=np.eye(4))
     dash.real_heads.upload.value = buffer.getvalue()
     assert "Not used" in dash.real_heads.upload_note.object
-    assert "score_matrix must have shape (3, 3)" in dash.real_heads.upload_note.object
+    # in the file's own terms (issue #27, item 9): its key M, not the keyword score_matrix
+    assert "M must have shape (3, 3) (N = 5, d = 3), got (4, 4)" in \
+        dash.real_heads.upload_note.object
     np.testing.assert_array_equal(dash.sim.problem.M, M)  # the run is left as it was
     buffer = io.BytesIO()  # Part II arrays: refused with where to run them
     np.savez(buffer, X=X, A=np.eye(3), V=np.eye(3))
