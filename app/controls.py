@@ -191,11 +191,10 @@ class Controls(pn.viewable.Viewer):
         self.steps_per_frame = pn.widgets.IntSlider.from_param(
             d.param.steps_per_frame, label="Steps per frame", sizing_mode="stretch_width")
         self.compare = checkbox(d, "compare", "Compare with the reduced model")
+        # choosing a preset loads it; the menu shows the preset that runs, or "your own
+        # settings" (app.settings_io.CUSTOM)
         self.preset = pn.widgets.Select.from_param(d.param.preset, label="Preset",
                                                    sizing_mode="stretch_width")
-        self.load_preset = pn.widgets.Button(label="Load preset", color="primary",
-                                             sizing_mode="stretch_width")
-        self.load_preset.on_click(locked(lambda _: d.load_preset()))
         # the settings box shows the current settings of the model (live); a pasted
         # object may give only some of them
         self.paste = pn.widgets.TextAreaInput(
@@ -207,6 +206,7 @@ class Controls(pn.viewable.Viewer):
             description="Set the settings given in the box (the others keep their values) "
                         "and restart the run")
         self.apply_paste.on_click(locked(lambda _: d.apply_settings_json(self.paste.value)))
+        self.paste_note = d.paste_note  # what became of the pasted settings, under the box
         self.settings.param.watch(lambda *_: self.update_visibility(),
                                   ["model", "path", "weights"])
         self.settings.param.watch(self._show_settings, Settings.names())
@@ -260,7 +260,7 @@ class Controls(pn.viewable.Viewer):
         essentials = [
             pn.Row(self.play, self.step, sizing_mode="stretch_width"),
             pn.Row(self.reset, self.replay, sizing_mode="stretch_width"),
-            self.steps_per_frame, self.preset, self.load_preset,
+            self.steps_per_frame, self.preset,
             *(self.widgets[n] for n in ESSENTIALS if n in self.widgets),
         ]
         self.groups = {}

@@ -11,13 +11,14 @@ and the Theory page (:mod:`app.theory`).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import panel as pn
 import param
 
 from dynamics import RUNNING, Settings, Simulation
-from dynamics.models.part_one import confinement_notice
+from dynamics.models.part_one import runaway_notice
 
 from . import export, katex, layout, server, slides
 from .clustering import Clustering
@@ -70,6 +71,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     _batch = False  # settings are being changed together: restart once, at the end
     _run_error = False  # the notice shows an error of the run (cleared by Reset)
     _layout = None  # the page, built when first shown
+    _norm0 = math.nan  # ‖X‖ at the start of the run (the confinement notice's reference)
+    _runaway = None  # the confinement notice, once this run's features ran away
     ensemble = None  # the noise ensemble view, built when its tab is first opened
     sweep_tab = None  # the Sweep tab, built when first opened
 
@@ -103,7 +106,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                                        margin=(0, 10))
         self.alert = pn.pane.Alert("", alert_type="warning", visible=False,
                                    sizing_mode="stretch_width")
-        # the confinement bound, said before a run meets it (its divergence message repeats it)
+        # the confinement bound, said once the features run away (its divergence message
+        # repeats it)
         self.confinement = pn.pane.Alert("", alert_type="info", visible=False,
                                          sizing_mode="stretch_width")
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
@@ -259,8 +263,9 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             self.clustering.set_model(self.settings.model)
             self.timeseries.clear()
             self.trajectories.clear()
-            self._show(self.sim.frame(),
-                       self.reference.frame() if self.reference is not None else None)
+            first = self.sim.frame()
+            self._norm0, self._runaway = first.diagnostics.get("feature_norm", math.nan), None
+            self._show(first, self.reference.frame() if self.reference is not None else None)
             if projecting:
                 self.projector_mode.apply(True)
         self._push_notebook()
@@ -276,18 +281,32 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         fired, self._fired_quench = self._fired_quench, None
         with self._changing(preset=fired is not None):  # restarts the run once
             if fired is not None:
-                quench, before = fired
+                quench, before, running = fired
                 self.settings.param.update(**before)
-                self._quench = quench
+                self._quench, self._running_preset = quench, running
         self.playing = True
 
-    def _show_confinement(self) -> None:
-        """Show :func:`confinement_notice` of the current settings (N, k, seed, model)."""
-        try:
-            text = confinement_notice(self.settings)
-        except ValueError:  # (a real head that does not exist: refused by the run)
-            text = None
-        self.confinement.object = text or ""
+    def _show_confinement(self, frame=None) -> None:
+        """Show the confinement notice once the run's features run away
+        (:func:`dynamics.models.part_one.runaway_notice`: k below 2√N‖M‖₂ and ‖X‖ at
+        twice its start); ``frame``: a new frame (checked until the notice shows),
+        None: the settings changed (checked anew on the last frame)."""
+        if frame is None:
+            self._runaway = None
+            frame = self.history[-1] if self.history else None
+        elif self._runaway is not None:
+            return
+        if frame is not None:
+            M = getattr(self.sim.problem, "M", None)
+            try:
+                self._runaway = runaway_notice(
+                    self.settings, self._norm0, frame.diagnostics.get("feature_norm", math.nan),
+                    frame.t, M=M, n_tokens=frame.features.shape[0])
+            except ValueError:  # (a real head that does not exist: refused by the run)
+                self._runaway = None
+        text = self._runaway or ""
+        if self.confinement.object != text:
+            self.confinement.object = text
         self.confinement.visible = bool(text)
 
     # -- the Theory page ---------------------------------------------------------
@@ -338,7 +357,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 if self.tabs is not None:
                     self.tabs.active = 0
             else:  # e.g. a Part II model, which the main tab does not run
-                self.sweep_tab.message.object = f"**Not loaded into the live view:** {self.notice}"
+                self.sweep_tab.message.object = (f"**Not loaded into the live view:** "
+                                                 f"{self.paste_message}")
 
         self.sweep_tab = SweepTab(settings=self.settings, on_point=server.locked(load),
                                   model=self.settings.model)

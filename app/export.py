@@ -3,14 +3,16 @@
 The files are built in memory and sent to the browser through
 ``pn.widgets.FileDownload`` callbacks; nothing is written on the server. Each file is
 named after the model, the run's time and the moment of the download
-(:func:`filename`), and carries the run's settings: the CSV as commented header lines
-``# name = value`` (values in JSON) before its table (``pandas.read_csv(path,
-comment="#")`` reads the table; :func:`read_csv_settings` the settings), the NetCDF as
-attributes.
+(:func:`filename`), and carries the run's settings: the CSV in its last column,
+:data:`SETTINGS_COLUMN`, as one JSON object in the first row (a plain
+``pandas.read_csv(path)`` reads the table, ``json.loads(table[SETTINGS_COLUMN][0])`` or
+:func:`read_csv_settings` the settings; the 39 ``#`` lines before the table that this
+replaces needed ``comment="#"``), the NetCDF as attributes.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import time
@@ -19,8 +21,8 @@ import panel as pn
 
 from dynamics import Trajectory
 
-#: First line of a CSV download's header.
-CSV_TITLE = "# attention-dynamics run: settings, then one row of diagnostics per frame"
+#: Last column of a CSV download: the run's settings as a JSON object, in the first row.
+SETTINGS_COLUMN = "settings_json"
 
 
 def trajectory(dashboard) -> Trajectory:
@@ -48,38 +50,40 @@ def filename(dashboard, extension: str, now: float | None = None) -> str:
     return f"{dashboard.settings.model}_t{dashboard.sim.t:.3f}_{stamp}.{extension}"
 
 
-def csv_header(settings) -> str:
-    """Commented lines before the CSV table: a title and ``# name = value`` per setting.
-
-    Parameters
-    ----------
-    settings : dynamics.Settings
-
-    Returns
-    -------
-    str
-        Lines ending in newlines; each value written as JSON.
-    """
-    lines = [CSV_TITLE]
-    lines += [f"# {name} = {json.dumps(value)}" for name, value in settings.values().items()]
-    return "\n".join(lines) + "\n"
+def with_settings(table: str, settings) -> str:
+    """``table`` (CSV text, a header line and one line per row) with the
+    :data:`SETTINGS_COLUMN` column: ``settings.values()`` as JSON in the first row, empty
+    in the others (no ``#`` line: a plain ``pandas.read_csv`` reads the file)."""
+    rows = list(csv.reader(io.StringIO(table)))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    cells = [json.dumps(settings.values())] + [""] * (len(rows) - 2)
+    writer.writerow([*rows[0], SETTINGS_COLUMN])
+    for row, cell in zip(rows[1:], cells, strict=True):
+        writer.writerow([*row, cell])
+    return out.getvalue()
 
 
 def read_csv_settings(text: str) -> dict:
-    """The settings in the header of a CSV download (the inverse of :func:`csv_header`)."""
-    settings = {}
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        name, sep, value = line[1:].partition(" = ")
-        if sep:
-            settings[name.strip()] = json.loads(value)
-    return settings
+    """The settings of a CSV download (its :data:`SETTINGS_COLUMN` in the first row; an
+    older download's ``# name = value`` lines before the table)."""
+    if text.startswith("#"):
+        settings = {}
+        for line in text.splitlines():
+            if not line.startswith("#"):
+                break
+            name, sep, value = line[1:].partition(" = ")
+            if sep:
+                settings[name.strip()] = json.loads(value)
+        return settings
+    rows = csv.reader(io.StringIO(text))
+    header, first = next(rows), next(rows)
+    return json.loads(first[header.index(SETTINGS_COLUMN)])
 
 
 def csv_bytes(dashboard) -> io.BytesIO:
-    """The settings (commented header) and the diagnostics table of the recorded frames."""
-    text = csv_header(dashboard.settings) + trajectory(dashboard).to_csv()
+    """The diagnostics table of the recorded frames, the settings in its last column."""
+    text = with_settings(trajectory(dashboard).to_csv(), dashboard.settings)
     return io.BytesIO(text.encode())
 
 

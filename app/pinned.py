@@ -475,6 +475,10 @@ class PinnedRuns:
                                        color="default", width=135, disabled=True)
         load = pn.widgets.FileInput(accept=".nc", multiple=False, width=270)
         listing = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
+        # the file picker says what it takes, and what became of a file is said under it
+        load_label = pn.pane.Markdown("Pinned runs file (`.nc`, from *Save pinned*):",
+                                      margin=(0, 10))
+        self.load_note = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
 
         def refresh():
             save.disabled = not self.runs
@@ -498,8 +502,9 @@ class PinnedRuns:
                 return
             try:
                 self.load(event.new)
+                self.load_note.object = f"Loaded: {len(self.runs)} pinned run(s)."
             except ValueError as err:
-                self.dashboard.notice = f"pinned runs not loaded: {err}"
+                self.load_note.object = f"**Pinned runs not loaded:** {err}"
             refresh()
 
         # they change Bokeh models: run under the document lock (app.server.locked)
@@ -510,7 +515,8 @@ class PinnedRuns:
         self.buttons = {"pin": pin, "clear": clear, "save": save, "load": load}
         return pn.Column(pn.pane.Markdown("**Compare runs** (pinned runs drawn grey)",
                                           margin=(0, 10)),
-                         pn.Row(pin, clear), pn.Row(save), load, listing,
+                         pn.Row(pin, clear), pn.Row(save), load_label, load,
+                         self.load_note, listing,
                          sizing_mode="stretch_width")
 
 

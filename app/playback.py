@@ -236,6 +236,7 @@ class Playback(param.Parameterized):
         self.trajectories.update(frame, ref)
         self.clustering.update(frame, self.sim)
         self.real_heads.update(frame)
+        self._show_confinement(frame)  # said once the features run away
 
     def _reference_stopped(self, ref) -> bool:
         """Whether the comparison run has diverged (its frame ``ref`` not finite, or its

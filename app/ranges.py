@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from bokeh.models import Range1d
 
 #: Floor of values drawn on a logarithmic axis.
@@ -20,6 +21,22 @@ HEADROOM = 0.25
 SHRINK = 0.25
 #: The time axis starts at the oldest row kept once it leaves this fraction empty.
 TRIM = 0.1
+
+
+def log_extent(columns) -> tuple[float, float]:
+    """The smallest and largest value of ``columns`` (arrays) to show on a log axis.
+
+    Values at :data:`LOG_FLOOR` (a KL lag of 0 to rounding, drawn at the floor) are left
+    out while any value is above it: a run that starts at A = A* has KL ≈ 1e-15 in its
+    first frame only, and that one point stretched the axis to 16 decades (10⁻¹² … 10⁴),
+    crushing the curve that follows into a flat line (issue #27, item 5). Its line then
+    starts below the axis, as log 0 = −∞ does.
+    """
+    values = [v[v > LOG_FLOOR] for v in (np.asarray(c, dtype=float) for c in columns)]
+    values = [v for v in values if v.size]
+    if not values:
+        return LOG_FLOOR, LOG_FLOOR
+    return min(float(v.min()) for v in values), max(float(v.max()) for v in values)
 
 
 class SteppedRange:

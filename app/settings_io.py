@@ -18,13 +18,15 @@ import param
 
 from dynamics import Settings
 
-from . import presets, urlstate
+from . import presets, server, urlstate
 from .controls import MAX_PASTE, shown_settings
 from .models import applies, main_model_problem, spec
 from .real_heads import find_checkpoint, fit_real_head
 
 #: Dashboard parameters that are also synced to the URL.
 VIEW_PARAMS = ("steps_per_frame", "compare", "tour_step", "projector")
+#: What the preset menu shows when the settings are no preset's (issue #27, item 7).
+CUSTOM = "— your own settings —"
 
 
 def theory_link(model: str) -> str:
@@ -119,26 +121,63 @@ class SettingsIO(param.Parameterized):
     ``caption``, ``reset()`` and ``_ready``.
     """
 
-    preset = param.Selector(default=None, objects=[], allow_None=True,
-                            doc="A preset tied to a statement of the Theory page.")
+    preset = param.Selector(
+        default=CUSTOM, objects=[CUSTOM], allow_None=True,
+        doc="The preset that runs (a statement of the Theory page), or CUSTOM: choosing "
+            "one loads it; a setting changed by hand away from it shows CUSTOM.")
     notice = param.String(default="", doc="Message for the user (bad preset or URL, errors).")
+    paste_message = param.String(
+        default="", doc="What became of the pasted settings: shown under the settings box, "
+                        "where the hand is (issue #27, item 9), not at the top of the page.")
 
     _from_preset = False  # the settings being changed are a preset's (its caption stays)
-    _fired_quench = None  # (quench, the values it changed) of a preset's quench that ran
+    _fired_quench = None  # (quench, the values it changed, the preset running) of a
+    # preset's quench that ran: Replay undoes it and arms it again
+    _showing_preset = False  # the menu is being set to what runs (nothing to load)
+    _running_preset = None  # (name, its used settings, compare) of the preset loaded
 
     def _init_presets(self) -> list[str]:
         """Load the presets into the menu; returns messages (presets not available)."""
         self._presets, notices = [], []
+        self.paste_note = pn.pane.Alert("", alert_type="warning", visible=False,
+                                        sizing_mode="stretch_width", margin=(0, 10))
         self._quench = None
         try:
             self._presets = presets.load_presets()
         except (OSError, ValueError) as err:
             notices.append(f"presets not available: {err}")
         self._preset_names = [presets.display_name(i, p) for i, p in enumerate(self._presets)]
-        self.param.preset.objects = list(self._preset_names)
-        if self._presets and self.preset is None:
-            self.preset = self._preset_names[0]
+        self.param.preset.objects = [CUSTOM, *self._preset_names]
+        self.preset = CUSTOM
+        self.settings.param.watch(self._show_running_preset, Settings.names())
+        self.param.watch(self._show_running_preset, "compare")
         return notices
+
+    def _show_preset(self, name: str) -> None:
+        """Show ``name`` in the preset menu without loading it."""
+        if self.preset != name:
+            self._showing_preset = True
+            try:
+                self.preset = name
+            finally:
+                self._showing_preset = False
+
+    def _show_running_preset(self, *events) -> None:
+        """A setting changed: the menu shows the preset loaded while the settings are still
+        its own (a quench's change included), CUSTOM once one is changed by hand."""
+        if self._from_preset or self._running_preset is None:
+            return
+        name, used, compare = self._running_preset
+        if used_settings(self.settings) != used or self.compare != compare:
+            self._running_preset = None
+            self._show_preset(CUSTOM)
+
+    @param.depends("preset", watch=True)
+    def _on_preset_chosen(self) -> None:
+        """A preset chosen in the menu is loaded at once (no separate button)."""
+        if self._showing_preset or self.preset in (None, CUSTOM):
+            return
+        server.locked(self.load_preset)()
 
     @contextmanager
     def _changing(self, preset: bool = False):
@@ -211,6 +250,7 @@ class SettingsIO(param.Parameterized):
             self._show_notice()
             return False
         values = presets.preset_values(preset)
+        self.paste_message = ""  # (said of settings no longer shown)
         with self._changing(preset=True):
             self.settings.param.update(**values)
             self.compare = preset.get("compare", False)
@@ -220,6 +260,9 @@ class SettingsIO(param.Parameterized):
                                    f"{theory_link(values['model'])}")
             self.notice = ""
             self._show_notice()
+        name = preset["name"]  # the menu shows it while its settings run
+        self._running_preset = (name, used_settings(self.settings), self.compare)
+        self._show_preset(name if name in self._preset_names else CUSTOM)
         return True
 
     def _forget_preset(self) -> None:
@@ -231,8 +274,11 @@ class SettingsIO(param.Parameterized):
         q = self._quench
         if q is not None and self.sim.t >= q["at_t"] - 1e-12:
             changes = presets.quench_changes(q)
-            self._fired_quench = (q, {k: getattr(self.settings, k) for k in changes})
+            running, self._running_preset = self._running_preset, None
+            self._fired_quench = (q, {k: getattr(self.settings, k) for k in changes}, running)
             self.settings.param.update(**changes)
+            if running is not None:  # the quench is the preset's own: it still runs
+                self._running_preset = (running[0], used_settings(self.settings), running[2])
             self._quench = None
             text = ", ".join(f"{k} → {v:g}" for k, v in changes.items())
             self.caption.object += f"  \n*Quench at t = {self.sim.t:.3g}: {text}*"
@@ -265,14 +311,23 @@ class SettingsIO(param.Parameterized):
         """
         values, unused, problems = parse_pasted(text, self.settings)
         if problems:
-            self.notice = "pasted settings not applied:\n" + "\n".join(f"- {p}" for p in problems)
+            self.paste_message = ("pasted settings not applied:\n"
+                                  + "\n".join(f"- {p}" for p in problems))
             return False
         self._quench = self._fired_quench = None
         with self._changing():
             self.settings.param.update(**values)
-        self.notice = (f"pasted settings applied; not applied, as {unused[0]} does not use "
-                       f"them: {', '.join(unused[1])}" if unused else "")
+        self.paste_message = (f"pasted settings applied; not applied, as {unused[0]} does not "
+                              f"use them: {', '.join(unused[1])}" if unused else "")
         return True
+
+    @param.depends("paste_message", watch=True)
+    def _show_paste_message(self):
+        text = self.paste_message
+        self.paste_note.alert_type = "warning" if text.startswith("pasted settings not") \
+            else "info"
+        self.paste_note.object = text.replace("\n", "  \n")
+        self.paste_note.visible = bool(text)
 
     @param.depends("notice", watch=True)
     def _show_notice(self):

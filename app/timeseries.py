@@ -26,13 +26,13 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import ColumnDataSource, Label, LabelSet, Range1d
+from bokeh.models import ColumnDataSource, Label, LabelSet, LinearAxis, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
 from .guides import Guides
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
-from .ranges import LOG_FLOOR, TRIM, SteppedRange
+from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
 
 #: Rows kept in the time-series buffer.
 ROLLOVER = 1000
@@ -59,6 +59,12 @@ SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement
            "logit_noise": "σ"}
 #: The energy plot's title (short enough for the narrow layout's plot width, 1024 px).
 ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
+#: Lines of the energy plot drawn on its right-hand axis: the kinetic energy (≈ 18
+#: against H − H(0) of ±5 by default, 5,000 for a real head) would flatten the balance
+#: H − H(0), −dissipated and the residual on a shared axis.
+RIGHT_AXIS = ("momentum",)
+#: The right-hand axis's labels: kinetic energy, or the cotangent lift's momentum term.
+KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K(t) (dot-dash)", "momentum term (dot-dash)"
 
 
 def change_label(values) -> str:
@@ -169,9 +175,16 @@ class TimeSeries(pn.viewable.Viewer):
             ("residual", "residual H−H(0)+diss.−work", C[3], "solid"),
             ("momentum", "kinetic energy K(t)", C[6], "dotdash"),
         ):
+            right = {"y_range_name": "right"} if key in RIGHT_AXIS else {}
+            if right and "right" not in self.fig_energy.extra_y_ranges:
+                self.fig_energy.extra_y_ranges = {"right": Range1d(0, 1)}
+                self.right_axis = LinearAxis(
+                    y_range_name="right", axis_label=KINETIC_AXIS, axis_label_text_color=color,
+                    major_label_text_color=color)
+                self.fig_energy.add_layout(self.right_axis, "right")
             self.lines[key] = self.fig_energy.line(
                 "t", key, source=src, color=color, line_dash=dash, line_width=2,
-                legend_label=label)
+                legend_label=label, **right)
         legend_below(self.fig_energy, ncols=2, label_width=100)
 
         self.fig_rate = _figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
@@ -204,6 +217,9 @@ class TimeSeries(pn.viewable.Viewer):
             fig: (SteppedRange(fig.x_range, trim=TRIM, min_span=1.0),
                   SteppedRange(fig.y_range, log=fig is self.fig_kl_log))
             for fig in self.figures}
+        # the energy plot's right-hand axis follows its own lines
+        self._ranges[self.fig_energy] += (
+            SteppedRange(self.fig_energy.extra_y_ranges["right"]),)
         for fig, ranges in self._ranges.items():
             fig.on_event(Reset, lambda event, ranges=ranges: self._follow(ranges))
         # "≡ 0 for this model" in a plot none of whose lines the model has
@@ -295,6 +311,9 @@ class TimeSeries(pn.viewable.Viewer):
                                 or key == "momentum" and "init_momentum" not in s.settings)
             if not item.visible:
                 self.lines[key].visible = False
+        self.right_axis.visible = self.lines["momentum"].visible
+        self.right_axis.axis_label = (MOMENTUM_AXIS if "kinetic_energy" in missing
+                                      else KINETIC_AXIS)
         for fig in self.figures:
             keys = self._fig_columns[fig]
             empty = all(_DIAGNOSTIC.get(k) in zero for k in keys)
@@ -326,7 +345,7 @@ class TimeSeries(pn.viewable.Viewer):
         if len(data["t"]) == 0:
             return
         t = np.asarray(data["t"], dtype=float)
-        for fig, (x_range, y_range) in self._ranges.items():
+        for fig, (x_range, y_range, *right) in self._ranges.items():
             if not fig.visible:  # a hidden plot whose range changes is laid out again
                 continue
             ghost = self.ghost_extent.get(fig)
@@ -334,14 +353,22 @@ class TimeSeries(pn.viewable.Viewer):
             if ghost is not None:
                 t0, t1 = min(t0, ghost[0]), max(t1, ghost[1])
             x_range.fit(t0, t1)
-            shown = [np.asarray(data[k], dtype=float) for k in self._fig_columns[fig]
-                     if self.lines[k].visible]
-            if shown:
-                lo = min(float(v.min()) for v in shown)
-                hi = max(float(v.max()) for v in shown)
-                if ghost is not None:
+            shown = [k for k in self._fig_columns[fig] if self.lines[k].visible]
+            groups = [([k for k in shown if k not in RIGHT_AXIS], y_range, True)]
+            if right:
+                groups.append(([k for k in shown if k in RIGHT_AXIS], right[0], False))
+            for keys, rng, ghosts in groups:
+                if not keys:
+                    continue
+                values = [np.asarray(data[k], dtype=float) for k in keys]
+                if rng.log:  # the floor stands for 0: it does not stretch a log axis
+                    lo, hi = log_extent(values)
+                else:
+                    lo = min(float(v.min()) for v in values)
+                    hi = max(float(v.max()) for v in values)
+                if ghost is not None and ghosts:
                     lo, hi = min(lo, ghost[2]), max(hi, ghost[3])
-                y_range.fit(lo, hi)
+                rng.fit(lo, hi)
 
     def row(self, frame, distance: float | None = None) -> dict:
         """The buffer row of ``frame`` (every value finite)."""

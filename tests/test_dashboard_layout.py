@@ -22,7 +22,7 @@ def test_plots_wrap_beside_a_sidebar_that_can_be_hidden(dash):
         assert fig in shown
         assert fig.width + layout.SIDEBAR_WIDTH + 60 <= 1024, fig.title.text
     assert dash.sidebar.visible
-    assert dash.controls.load_preset in dash.sidebar.select(pn.widgets.Button)
+    assert dash.controls.apply_paste in dash.sidebar.select(pn.widgets.Button)
     dash.sidebar_toggle.value = False
     assert not dash.sidebar.visible
     dash.sidebar_toggle.value = True

@@ -77,7 +77,7 @@ def test_pasted_settings_apply_when_valid(dash):
     values = dict(dash.settings.values(), model="attention", beta=2.5, n_tokens=9)
     dash.controls.paste.value = json.dumps(values)
     dash.controls.apply_paste.clicks += 1
-    assert dash.notice == ""
+    assert dash.paste_message == "" and not dash.paste_note.visible
     assert dash.settings.values() == values and dash.sim.t == 0
     assert dash.heatmaps.attention.data["image"][0].shape == (9, 9)
 
@@ -95,9 +95,11 @@ def test_pasted_settings_refused_change_nothing(dash, text, words):
     before = dash.settings.values()
     assert not dash.apply_settings_json(text)
     assert dash.settings.values() == before
-    assert dash.notice.startswith("pasted settings not applied") and dash.alert.visible
+    # said under the settings box, where the hand is, not at the top (issue #27, item 9)
+    assert dash.paste_message.startswith("pasted settings not applied")
+    assert dash.paste_note.visible and not dash.alert.visible
     for word in words:
-        assert word in dash.notice
+        assert word in dash.paste_message and word in dash.paste_note.object
 
 
 def test_pasted_settings_list_every_problem(dash):
@@ -107,10 +109,10 @@ def test_pasted_settings_list_every_problem(dash):
     del values["gamma"]
     assert not dash.apply_settings_json(json.dumps(values))
     for word in ("beta", "n_tokens", "'bogus'"):
-        assert word in dash.notice
+        assert word in dash.paste_message
     assert dash.settings.values() == before and dash.sim.t == t
     assert not dash.apply_settings_json(json.dumps(dict(before, model="linear_accelerated")))
-    assert "model" in dash.notice and dash.settings.values() == before
+    assert "model" in dash.paste_message and dash.settings.values() == before
 
 
 def test_paste_box_starts_with_the_current_settings(dash):

@@ -48,19 +48,20 @@ def test_a_partial_paste_changes_only_the_keys_given(dash):
     before = dash.settings.values()
     assert dash.apply_settings_json('{"beta": 2}')
     assert dash.settings.values() == dict(before, beta=2.0)
-    assert dash.notice == "" and dash.sim.t == 0
+    assert dash.paste_message == "" and dash.sim.t == 0
 
 
 def test_unknown_keys_refuse_the_paste_and_unused_keys_are_named(dash):
     before = dash.settings.values()
     assert not dash.apply_settings_json('{"beta": 2, "bta": 3, "gama": 1}')
-    assert "'bta'" in dash.notice and "'gama'" in dash.notice
+    assert "'bta'" in dash.paste_message and "'gama'" in dash.paste_message
     assert dash.settings.values() == before
     # the canonical model does not use κ or ω: named, not applied; β is applied
     assert dash.apply_settings_json('{"beta": 3, "kappa": 4, "omega": 2, "dt": 0.01}')
     assert dash.settings.beta == 3.0 and dash.settings.kappa == before["kappa"]
-    assert "kappa" in dash.notice and "omega" in dash.notice and "Canonical" in dash.notice
-    assert "dt" not in dash.notice  # used, and unchanged
+    said = dash.paste_message
+    assert "kappa" in said and "omega" in said and "Canonical" in said
+    assert "dt" not in dash.paste_message  # used, and unchanged
     values, unused, problems = parse_pasted('{"model": "attention", "path": "static", '
                                             '"omega": 3}', dash.settings)
     assert problems == [] and values == {"model": "attention", "path": "static"}

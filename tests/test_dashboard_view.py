@@ -6,6 +6,7 @@ downloads named after model and time, the CSV carrying its settings.
 """
 
 import io
+import json
 import re
 import types
 
@@ -129,7 +130,10 @@ def test_downloads_are_named_after_model_and_time_and_carry_the_settings(dash):
     assert nc_button.filename.endswith(".nc") and nc_button.filename.startswith("canonical_")
     text = data.getvalue().decode()
     assert export.read_csv_settings(text) == dash.settings.values()
-    table = pd.read_csv(io.StringIO(text), comment="#")
+    table = pd.read_csv(io.StringIO(text))  # a plain read: no comment lines (issue #27)
     assert list(table.columns[:2]) == ["t", "free_energy"] and len(table) == 5
+    assert json.loads(table[export.SETTINGS_COLUMN][0]) == dash.settings.values()
+    assert table[export.SETTINGS_COLUMN][1:].isna().all()
+    assert table["hamiltonian"].dtype == float and table["t"].iloc[1] > 0
     assert table["t"].iloc[-1] == pytest.approx(dash.sim.t)
     assert types.FunctionType is type(csv_button.callback)

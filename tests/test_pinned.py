@@ -152,5 +152,7 @@ def test_bad_file_loaded_in_the_sidebar_says_so():
     box = d.pinned.panel()
     assert box is not None
     d.pinned.buttons["load"].value = b"not a NetCDF file"
-    assert d.notice.startswith("pinned runs not loaded: not a NetCDF file of pinned runs")
+    # said under the picker, where the hand is (issue #27, item 9)
+    assert d.pinned.load_note.object.startswith(
+        "**Pinned runs not loaded:** not a NetCDF file of pinned runs")
     assert d.pinned.runs == []

@@ -38,8 +38,11 @@ def test_minilm_words_label_the_axes_and_the_tokens():
     from app.dashboard import HISTORY_BYTES
 
     assert dash.history.maxlen <= HISTORY_BYTES // (8 * 2 * 9 * 385)
-    dash.settings.weights = "seed"  # back to numbered tokens
-    assert dash.heatmaps.figures[0].xaxis[0].major_label_overrides == {}
+    dash.settings.weights = "seed"  # back to numbered tokens, each label set anew (the
+    # page keeps an axis's old texts when its overrides are merely emptied: issue #27)
+    axis = dash.heatmaps.figures[0].xaxis[0]
+    assert axis.major_label_overrides == {i: str(i) for i in range(8)}
+    assert list(axis.ticker.ticks) == list(range(8)) and axis.axis_label == "source token j"
     assert dash.real_heads.words.data["word"] == []
 
 
@@ -68,7 +71,9 @@ def test_upload_runs_your_weights_and_refuses_bad_files():
     np.savez(buffer, X=X, M=np.eye(4))
     dash.real_heads.upload.value = buffer.getvalue()
     assert "Not used" in dash.real_heads.upload_note.object
-    assert "score_matrix must have shape (3, 3)" in dash.real_heads.upload_note.object
+    # in the file's own terms (issue #27, item 9): its key M, not the keyword score_matrix
+    assert "M must have shape (3, 3) (N = 5, d = 3), got (4, 4)" in \
+        dash.real_heads.upload_note.object
     np.testing.assert_array_equal(dash.sim.problem.M, M)  # the run is left as it was
     buffer = io.BytesIO()  # Part II arrays: refused with where to run them
     np.savez(buffer, X=X, A=np.eye(3), V=np.eye(3))

@@ -343,3 +343,36 @@ def confinement_notice(settings, M=None, n_tokens=None) -> str | None:
         return None
     return (f"k = {k:g} is below 2√N‖M‖₂ = {bound:.2g}, the confinement that keeps H "
             f"bounded below: try k ≥ {math.floor(bound) + 1:d}")
+
+
+#: ``‖X‖`` at this multiple of its start: the features are running away, and a run below
+#: the confinement bound says so (:func:`runaway_notice`).
+RUNAWAY_GROWTH = 2.0
+
+
+def runaway_notice(settings, norm0: float, norm: float, t: float, M=None,
+                   n_tokens=None) -> str | None:
+    """The confinement notice of a run whose features are running away, or None.
+
+    The bound ``2√N‖M‖₂`` is sufficient, not necessary: below it most runs stay bounded
+    (the defaults and the energy-law presets at k = 2: ‖X‖ never exceeds its start over
+    t ≤ 60), so it is said when it matters, once ``‖X‖`` has grown to
+    :data:`RUNAWAY_GROWTH` times its start (the β quench at k = 2 from t ≈ 12, twelve
+    time units before it diverges): "‖X‖ has grown from 7.3 to 15 by t = 12: k = 2 is
+    below 2√N‖M‖₂ = 6.9, …" (:func:`confinement_notice`).
+
+    Parameters
+    ----------
+    settings : Settings or dict
+    norm0, norm : float
+        ``‖X‖`` at the start of the run and at time ``t``.
+    t : float
+    M, n_tokens : optional
+        The run's own score matrix (or one per head) and N, as for :func:`confinement_notice`.
+    """
+    if not (norm0 > 0 and norm > RUNAWAY_GROWTH * norm0):  # (also False for NaN)
+        return None
+    notice = confinement_notice(settings, M, n_tokens)
+    if notice is None:
+        return None
+    return f"‖X‖ has grown from {norm0:.2g} to {norm:.2g} by t = {t:.3g}: {notice}"

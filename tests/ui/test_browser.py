@@ -93,8 +93,7 @@ def test_beta_slider_changes_state_and_plots(page, server, console_errors):
 def test_preset_loads(page, server, console_errors):
     _open(page, server)
     name = "Persistent lag under rotation"
-    page.locator("select").first.select_option(label=name)
-    page.get_by_role("button", name="Load preset").click()
+    page.locator("select").first.select_option(label=name)  # loads it
     page.get_by_text(name).nth(1).wait_for(timeout=10000)
     page.wait_for_function("() => window.location.search.includes('model=attention')",
                            timeout=10000)

@@ -27,8 +27,7 @@ def test_clustering_preset_streams(page, server, console_errors):
     page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     name = "Clustering on the sphere"
-    page.locator("select").first.select_option(label=name)
-    page.get_by_role("button", name="Load preset").click()
+    page.locator("select").first.select_option(label=name)  # loads it
     # (a loaded machine: the preset's restart may take a while to reach the page)
     page.wait_for_function("() => window.location.search.includes('model=sphere')",
                            timeout=30000)

@@ -81,7 +81,7 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         assert len(rows) <= 4, (width, tops)
         # the controls: inside the window, and beside (not under) the plots
         open_group(page, "Export, slides and settings as text")
-        for control in (page.get_by_role("button", name="Load preset"),
+        for control in (page.locator("select").first,
                         page.get_by_role("button", name="Apply pasted settings"),
                         page.locator("select").nth(1)):
             box = _box(control)
@@ -93,9 +93,9 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         page.wait_for_function(f"() => Math.min(...({PLOT_BOXES})().map(b => b.x)) < {left - 100}",
                                timeout=10000)
         _check_page(page, width, at_least=7)
-        assert not page.get_by_role("button", name="Load preset").is_visible()
+        assert not page.get_by_role("button", name="Apply pasted settings").is_visible()
         page.get_by_role("button", name="☰ Controls").click()
-        page.get_by_role("button", name="Load preset").wait_for(timeout=10000)
+        page.get_by_role("button", name="Apply pasted settings").wait_for(timeout=10000)
         # the inertial lab
         page.get_by_text("Inertial lab", exact=True).click()
         page.get_by_text("first-order T_max").first.wait_for(timeout=90000)  # built on first show

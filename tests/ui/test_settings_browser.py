@@ -67,8 +67,7 @@ def test_model_changes_from_every_source_reset_the_plots(page, logged_server, co
         _wait_for_model(page, model, symbol)
         assert f'"model": "{model}"' in box.input_value()
     # a preset
-    page.locator("select").first.select_option(label="Reduced model conserves energy")
-    page.get_by_role("button", name="Load preset").click()
+    page.locator("select").first.select_option(label="Reduced model conserves energy")  # loads it
     _wait_for_model(page, "reduced", "Hᵣ")
     # a widget
     page.locator("select").nth(1).select_option("cotangent_lift")
