@@ -263,11 +263,9 @@ class RealHeads(pn.viewable.Viewer):
             widgets["text"].param.update(
                 placeholder="Type a sentence, then press Enter",
                 description=f"{Settings.param.text.doc} Enter restarts the run on it.")
-        if "weights" in widgets and self.checkpoint is None:
-            widgets["weights"].options = [w for w in Settings.param.weights.objects
-                                          if w != "checkpoint"]
         settings.param.watch(lambda *_: self.fit_sliders(), ["weights", "checkpoint"])
         self.fit_sliders()
+        self._show_source()
         controls.update_visibility()
 
     def fit_sliders(self) -> None:
@@ -395,9 +393,12 @@ class RealHeads(pn.viewable.Viewer):
         s = self.dashboard.settings
         runs_file = self._file is not None and s.weights == "seed" \
             and (s.n_tokens, s.dim) == tuple(self._file[1])
+        offered = [v for v in s.param.weights.objects
+                   if v != "checkpoint" or self.checkpoint is not None]  # only what exists
         options = {f"your file: {self._file[0]}" if runs_file and v == "seed" else v: v
-                   for v in s.param.weights.objects}
-        if dict(widget.options) != options:
+                   for v in offered}
+        shown = widget.options
+        if (shown if isinstance(shown, dict) else {v: v for v in shown}) != options:
             widget.options = options
 
     def apply(self, arrays: dict) -> None:
