@@ -128,7 +128,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._show_notice()
         pn.state.onload(self._on_load)
 
-    @param.depends(*VIEW_PARAMS, watch=True)
+    @param.depends(*(p for p in VIEW_PARAMS if p != "tour_step"), watch=True)
     def _sync_view_url(self):
         self._sync_url()
 
@@ -137,8 +137,17 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     @param.depends("tour_step", watch=True)
     def _show_tour_step(self):
         if self._layout is None:
+            self._sync_url()
             return  # shown when the layout is built
-        if not self.tour.show(self.tour_step):
+        # the URL once, when the step is shown (its preset loaded): never a step with the
+        # settings of the one before it
+        self._url_paused = True
+        try:
+            shown = self.tour.show(self.tour_step)
+        finally:
+            self._url_paused = False
+        self._sync_url()
+        if not shown:
             self.notice = (f"the tour has no step {self.tour_step} "
                            f"(it has {len(self.tour.steps)})")
             self._show_notice()
