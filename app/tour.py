@@ -112,7 +112,8 @@ def slide_steps(tour: dict, presets: list[dict],
             continue
         slides.append({"title": step["title"], "text": text,
                        "settings": presets_module.preset_values(preset),
-                       "t_end": step.get("t_end", SLIDE_T_END)})
+                       "t_end": step.get("t_end", SLIDE_T_END),
+                       "annotations": list(step.get("annotations", []))})
         if "quench" in preset:
             slides[-1]["quench"] = dict(preset["quench"])
     return slides, skipped
