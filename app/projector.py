@@ -1,12 +1,17 @@
-"""Projector mode: one switch for a lecture hall (large type, four plots, strong lines,
-everything within 1280×720 without scrolling).
+"""Projector mode: one switch for a lecture hall (large type, the comparison the lecture
+is about, strong lines, everything within 1280×720 without scrolling, the tour's banner
+included).
 
-On: the sidebar, the equations, the caption, the notices and the page title are hidden
-(a tour step's text stays); the main tab
-keeps four plots (A(t), the tokens, the lag on its log axis and the energy balance) in two
-rows, each :data:`PLOT_SIZE`; every axis label and tick label is :data:`FONT` or larger;
-lines are drawn :data:`LINE_SCALE` times thicker, in black text. Off: everything as before
-(each change is recorded and undone).
+On: the sidebar, the equations, the caption, the notices, the page title and the
+developer's status line (frame rate, server time) are hidden (a tour step's text stays);
+the main tab keeps five plots in two rows: the attention ``A(t)`` beside its softmax
+``A*(t)`` (the comparison "attention relaxes to softmax") and the tokens, then the lag on
+its log axis and the energy balance, each of :data:`SIZES`; on the sphere the clustering
+view's four plots. Every axis label and tick label is :data:`FONT` or larger; lines are
+drawn :data:`LINE_SCALE` times thicker, in black text; the plots' toolbars are hidden (a
+toolbar above a plot covered its large title). "☰ Controls" opens the controls as a
+drawer over the plots (scrolling on its own), not beside them: the plots keep their
+rows. Off: everything as before (each change is recorded and undone).
 """
 
 from __future__ import annotations
@@ -15,10 +20,24 @@ import param
 
 #: Text sizes in projector mode (axis labels ≥ 18 px).
 FONT, TITLE_FONT, LEGEND_FONT = "18px", "20px", "15px"
-#: Width and height of each of the four plots (px): two rows fit 1280×720.
-PLOT_SIZE = (600, 240)
+#: Width and height (px) of the plots kept, by role: the heatmaps and the tokens in the
+#: first row, the time series in the second; with the tour's banner the two rows end
+#: above 720 px in a 1280×720 window.
+SIZES = {"heatmap": (300, 230), "tokens": (620, 230), "series": (612, 236),
+         "sphere": (612, 222)}
+#: Kept for callers of the four-plot layout (the width and height of a time series).
+PLOT_SIZE = SIZES["series"]
+#: Shorter titles where the page's own do not fit a projector's plot at TITLE_FONT.
+SHORT_TITLES = {"softmax": "Softmax A*(t)", "tokens": "Tokens (principal axes of X(0))",
+                "kl": "Lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"}
 #: Lines are this many times thicker.
 LINE_SCALE = 1.75
+#: The controls in projector mode: a drawer at the window's right edge, over the plots
+#: (the button opening and closing it stays free at the left), scrolling on its own.
+DRAWER_STYLES = {"position": "fixed", "z-index": "20", "top": "44px", "right": "0px",
+                 "background": "white", "box-shadow": "-2px 2px 10px rgba(0, 0, 0, 0.35)",
+                 "max-height": "calc(100vh - 50px)", "overflow-y": "auto",
+                 "padding": "4px"}
 
 
 def _text_props(fig) -> dict:
@@ -60,13 +79,30 @@ class Projector:
         _update(obj, values)
 
     def shown_figures(self):
-        """The four plots of the main tab kept in projector mode: the clustering view's
-        on the sphere, otherwise A(t), the tokens, the lag and the energy balance."""
+        """The plots of the main tab kept in projector mode: the clustering view's four
+        on the sphere, otherwise A(t) beside A*(t), the tokens, the lag and the energy
+        balance."""
         d = self.dashboard
         if d.clustering.mode == "on_sphere":
             return d.clustering.figures[:4]
-        return (d.heatmaps.fig_attention, d.trajectories.fig, d.timeseries.fig_kl_log,
-                d.timeseries.fig_energy)
+        return (d.heatmaps.fig_attention, d.heatmaps.fig_softmax, d.trajectories.fig,
+                d.timeseries.fig_kl_log, d.timeseries.fig_energy)
+
+    def _size(self, fig) -> tuple[int, int]:
+        d = self.dashboard
+        if d.clustering.mode == "on_sphere":
+            return SIZES["sphere"]
+        if fig in (d.heatmaps.fig_attention, d.heatmaps.fig_softmax):
+            return SIZES["heatmap"]
+        if fig is d.trajectories.fig:
+            return SIZES["tokens"]
+        return SIZES["series"]
+
+    def _short_titles(self) -> dict:
+        d = self.dashboard
+        return {d.heatmaps.fig_softmax: SHORT_TITLES["softmax"],
+                d.trajectories.fig: SHORT_TITLES["tokens"],
+                d.timeseries.fig_kl_log: SHORT_TITLES["kl"]}
 
     def apply(self, on: bool) -> None:
         """Projector mode on or off."""
@@ -79,17 +115,26 @@ class Projector:
             return
         d = self.dashboard
         kept = self.shown_figures()
+        titles = self._short_titles()
         for fig in d.plot_panes:
             if fig not in kept and fig.visible:
                 self._set(fig, visible=False)
         for fig in kept:
-            width, height = PLOT_SIZE
-            self._set(fig, width=width, height=height)
-            if fig.sizing_mode == "stretch_width":  # one that shrinks (app.layout.flexible)
-                self._set(d.plot_panes[fig], min_width=width, max_width=width,
-                          styles={"flex": f"0 0 {width}px"})
+            width, height = self._size(fig)
+            self._set(fig, width=width, height=height, min_width=width, max_width=width)
+            pane = d.plot_panes[fig]
+            self._set(pane, min_width=width, max_width=width, styles={"flex": f"0 0 {width}px"})
+            if fig.toolbar_location is not None:
+                self._set(fig, toolbar_location=None)
             for obj, values in _text_props(fig).items():
                 self._set(obj, **values)
+            if fig in titles and fig.title.text != titles[fig]:
+                self._set(fig.title, text=titles[fig])
+        if d.trajectories.fig in kept:  # axis labels no longer than the plot is high
+            tokens = d.trajectories.fig
+            for axis, label in ((tokens.xaxis[0], "PC 1 of X(0)"),
+                                (tokens.yaxis[0], "PC 2 of X(0)")):
+                self._set(axis, axis_label=label)
         lab = d.lab
         if lab is not None:
             for fig in lab.figures:
@@ -97,8 +142,9 @@ class Projector:
                     self._set(obj, **values)
         if d.sidebar_toggle.value:
             self._set(d.sidebar_toggle, value=False)
+        self._set(d.sidebar, styles={**d.sidebar.styles, **DRAWER_STYLES})
         for pane in (d.explanation_pane, d.title, d.alert, d.confinement, d.links,
-                     d.caption):
+                     d.caption, d.status):
             if pane.visible:
                 self._set(pane, visible=False)
         if d.timeseries.log_kl is False:

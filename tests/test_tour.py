@@ -215,20 +215,27 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert not d.tour._panel.visible and not d.timeseries.guides.zero.visible
 
 
-def test_projector_mode_keeps_four_plots_in_large_type_and_undoes_itself():
+def test_projector_mode_keeps_five_plots_in_large_type_and_undoes_itself():
+    """A(t) beside A*(t) (issue #27: the comparison the lecture is about), the tokens, the
+    lag and the energy balance; no toolbar over the titles, no developer status line."""
     d = Dashboard(playing=False)
     d.__panel__()
-    before = {f: (f.visible, f.width, f.height) for f in d.plot_panes}
+    before = {f: (f.visible, f.width, f.height, f.toolbar_location, f.title.text)
+              for f in d.plot_panes}
     d.projector = True
     shown = [f for f in d.plot_panes if f.visible]
-    assert len(shown) == 4 and not d.sidebar.visible and not d.explanation_pane.visible
+    assert shown[:2] == [d.heatmaps.fig_attention, d.heatmaps.fig_softmax]
+    assert len(shown) == 5 and not d.sidebar.visible and not d.explanation_pane.visible
+    assert not d.status.visible and all(f.toolbar_location is None for f in shown)
     for fig in shown:
         for axis in (*fig.xaxis, *fig.yaxis):
             assert int(axis.axis_label_text_font_size.rstrip("px")) >= 18
             assert int(axis.major_label_text_font_size.rstrip("px")) >= 18
     d.projector = False
-    assert {f: (f.visible, f.width, f.height) for f in d.plot_panes} == before
-    assert d.sidebar.visible and d.explanation_pane.visible
+    assert {f: (f.visible, f.width, f.height, f.toolbar_location, f.title.text)
+            for f in d.plot_panes} == before
+    assert d.sidebar.visible and d.explanation_pane.visible and d.status.visible
+    assert "position" not in d.sidebar.styles  # the drawer is the sidebar again
 
 
 def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):

@@ -6,6 +6,7 @@ overlapping or reflowed."""
 import re
 
 import pytest
+from test_layout_browser import PLOT_BOXES, _overlaps
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -94,6 +95,64 @@ def test_the_url_follows_the_tour_and_forgets_it_at_the_end(browser, server):
         page.wait_for_selector(".bk-Canvas", timeout=60000)
         page.wait_for_timeout(2000)
         assert not page.get_by_role("button", name="End tour").is_visible()
+        assert errors == []
+    finally:
+        context.close()
+
+
+#: The plots shown whose toolbar is drawn (above the plot, where it covered the title).
+TOOLBARS_SHOWN = """
+() => [...Bokeh.index.all_views()]
+  .filter(v => v.model.toolbar !== undefined && v.model.toolbar_location != null && v.el
+               && v.el.checkVisibility({visibilityProperty: true})
+               && v.el.getBoundingClientRect().width > 0)
+  .map(v => v.model.title ? String(v.model.title.text) : "")
+"""
+
+
+def _fits(page, boxes, width=1280, height=720):
+    for i, a in enumerate(boxes):
+        assert a["x"] >= 0 and a["x"] + a["w"] <= width, a
+        assert a["y"] + a["h"] <= height, a  # a plot with its legend below it
+        assert not any(_overlaps(a, b) for b in boxes[i + 1:]), (a, boxes)
+    size = page.evaluate("[document.documentElement.scrollWidth,"
+                         " document.documentElement.scrollHeight]")
+    assert size[0] <= width and size[1] <= height, size
+
+
+def test_projector_mode_shows_a_beside_a_star_and_fits_with_the_tour(browser, server):
+    """1280×720 with the tour's banner (its longest step on the main tab): A(t) beside
+    A*(t), the tokens, the lag and the energy balance, all with their legends inside the
+    window; no toolbar over a title; no developer status line; "☰ Controls" opens a
+    drawer over the plots, which keep their places (no reflow into one column)."""
+    context, page, errors = _new_page(browser)
+    try:
+        page.goto(server + "?tour_step=6&projector=true")
+        page.get_by_text("Tour 6/").wait_for(timeout=60000)
+        page.wait_for_selector(".bk-Canvas", timeout=60000)
+        page.wait_for_timeout(2500)
+        boxes = page.evaluate(PLOT_BOXES)
+        titles = [b["title"] for b in boxes]
+        assert len(boxes) == 5, titles
+        assert any(t.startswith("Attention A(t)") for t in titles), titles
+        assert any(t.startswith("Softmax A*(t)") for t in titles), titles
+        a, a_star = (next(b for b in boxes if b["title"].startswith(p))
+                     for p in ("Attention A(t)", "Softmax A*(t)"))
+        assert abs(a["y"] - a_star["y"]) < 2 and a["x"] < a_star["x"]  # side by side
+        _fits(page, boxes)
+        assert page.evaluate(TOOLBARS_SHOWN) == []
+        assert not page.get_by_text(re.compile("ms/tick")).first.is_visible()
+        page.screenshot(path="/tmp/teaching_projector_tour_1280.png")
+        page.get_by_role("button", name="☰ Controls").click()
+        page.get_by_role("button", name="Load preset").wait_for(timeout=10000)
+        page.wait_for_timeout(1500)
+        opened = page.evaluate(PLOT_BOXES)
+        assert [(round(b["x"]), round(b["y"])) for b in opened] == [
+            (round(b["x"]), round(b["y"])) for b in boxes]
+        _fits(page, opened)
+        page.screenshot(path="/tmp/teaching_projector_controls_1280.png")
+        page.get_by_role("button", name="☰ Controls").click()  # closes it again
+        page.get_by_role("button", name="Load preset").wait_for(state="hidden", timeout=10000)
         assert errors == []
     finally:
         context.close()
