@@ -73,6 +73,7 @@ class Projector:
     def __init__(self, dashboard):
         self.dashboard = dashboard
         self._saved: list[tuple[object, dict]] = []  # (model, its old values)
+        self._reopen = False  # the drawer of controls was open when undone for a new run
 
     def _set(self, obj, **values) -> None:
         self._saved.append((obj, {k: getattr(obj, k) for k in values}))
@@ -106,14 +107,17 @@ class Projector:
 
     def apply(self, on: bool) -> None:
         """Projector mode on or off."""
+        d = self.dashboard
         if not on:
+            # undone only to be done again (a new run's plots, projector mode staying on):
+            # an open drawer of controls stays open
+            self._reopen = bool(self._saved) and d.projector and d.sidebar_toggle.value
             for obj, values in reversed(self._saved):
                 _update(obj, values)
             self._saved = []
             return
         if self._saved:
             return
-        d = self.dashboard
         kept = self.shown_figures()
         titles = self._short_titles()
         for fig in d.plot_panes:
@@ -143,6 +147,9 @@ class Projector:
         if d.sidebar_toggle.value:
             self._set(d.sidebar_toggle, value=False)
         self._set(d.sidebar, styles={**d.sidebar.styles, **DRAWER_STYLES})
+        if self._reopen:
+            self._reopen = False
+            d.sidebar_toggle.value = True
         for pane in (d.explanation_pane, d.title, d.alert, d.confinement, d.links,
                      d.caption, d.status):
             if pane.visible:

@@ -231,6 +231,12 @@ def test_projector_mode_keeps_five_plots_in_large_type_and_undoes_itself():
         for axis in (*fig.xaxis, *fig.yaxis):
             assert int(axis.axis_label_text_font_size.rstrip("px")) >= 18
             assert int(axis.major_label_text_font_size.rstrip("px")) >= 18
+    d.sidebar_toggle.value = True  # the controls opened as a drawer over the plots
+    assert d.sidebar.visible and d.sidebar.styles["position"] == "fixed"
+    d.settings.n_tokens = 7  # a new run: projector mode is done again, the drawer stays
+    assert d.sidebar_toggle.value and d.sidebar.styles["position"] == "fixed"
+    assert len([f for f in d.plot_panes if f.visible]) == 5
+    d.sidebar_toggle.value = False
     d.projector = False
     assert {f: (f.visible, f.width, f.height, f.toolbar_location, f.title.text)
             for f in d.plot_panes} == before
