@@ -373,7 +373,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             margin=(0, 10))
         page = pn.Column(
             pn.Row(self.title, pn.HSpacer(), tour_button, projector,
-                   sizing_mode="stretch_width"),
+                   self.projector_mode.window, sizing_mode="stretch_width"),
             self.links,
             self.tour,
             self.tabs,

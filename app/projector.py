@@ -11,12 +11,17 @@ view's four plots. Every axis label and tick label is :data:`FONT` or larger; li
 drawn :data:`LINE_SCALE` times thicker, in black text; the plots' toolbars are hidden (a
 toolbar above a plot covered its large title). "☰ Controls" opens the controls as a
 drawer over the plots (scrolling on its own), not beside them: the plots keep their
-rows. Off: everything as before (each change is recorded and undone).
+rows. In a larger window (a 1920×1080 projector) every size and text is scaled by
+:meth:`Projector.scale` (the window's size, reported by the page), so the plots use the
+screen. Off: everything as before (each change is recorded and undone).
 """
 
 from __future__ import annotations
 
 import param
+from panel.custom import JSComponent
+
+from .server import locked
 
 #: Text sizes in projector mode (axis labels ≥ 18 px).
 FONT, TITLE_FONT, LEGEND_FONT = "18px", "20px", "15px"
@@ -32,6 +37,16 @@ SHORT_TITLES = {"softmax": "Softmax A*(t)", "tokens": "Tokens (principal axes of
                 "kl": "Lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"}
 #: Lines are this many times thicker.
 LINE_SCALE = 1.75
+#: The largest factor the sizes are scaled by in a window larger than 1280×720 (never
+#: below 1: a smaller window lets the rows wrap).
+MAX_SCALE = 2.0
+#: What the scaled plots need (px at scale 1): the first row's width with the panes'
+#: margins, the two rows' height with theirs; what is not scaled: the page's width
+#: beside the rows (margins, a scroll bar) and its height above them (buttons, the
+#: tour's banner, the tabs).
+ROW_WIDTH = 2 * SIZES["heatmap"][0] + SIZES["tokens"][0] + 3 * 12
+ROWS_HEIGHT = SIZES["tokens"][1] + SIZES["series"][1] + 2 * 8
+SLACK_WIDTH, SLACK_HEIGHT = 48, 250
 #: The controls in projector mode: a drawer at the window's right edge, over the plots
 #: (the button opening and closing it stays free at the left), scrolling on its own.
 DRAWER_STYLES = {"position": "fixed", "z-index": "20", "top": "44px", "right": "0px",
@@ -40,23 +55,50 @@ DRAWER_STYLES = {"position": "fixed", "z-index": "20", "top": "44px", "right": "
                  "padding": "4px"}
 
 
-def _text_props(fig) -> dict:
+def _px(size: str, scale: float) -> str:
+    return f"{round(int(size.removesuffix('px')) * scale)}px"
+
+
+def _text_props(fig, scale: float = 1.0) -> dict:
+    font, title, legend_font = (_px(f, scale) for f in (FONT, TITLE_FONT, LEGEND_FONT))
     props = {}
     for axis in (*fig.xaxis, *fig.yaxis):
-        props[axis] = {"axis_label_text_font_size": FONT,
-                       "major_label_text_font_size": FONT,
+        props[axis] = {"axis_label_text_font_size": font,
+                       "major_label_text_font_size": font,
                        "axis_label_text_color": "black", "major_label_text_color": "black"}
-    props[fig.title] = {"text_font_size": TITLE_FONT, "text_color": "black"}
+    props[fig.title] = {"text_font_size": title, "text_color": "black"}
     if fig.legend:  # legends in rows (below the plots): three columns, two rows at most
         legend = fig.legend[0]
-        props[legend] = {"label_text_font_size": LEGEND_FONT}
+        props[legend] = {"label_text_font_size": legend_font}
         if isinstance(legend.ncols, int):
             props[legend]["ncols"] = max(3, legend.ncols)
     for renderer in fig.renderers:
         glyph = renderer.glyph
         if hasattr(glyph, "line_width") and isinstance(glyph.line_width, (int, float)):
-            props[glyph] = {"line_width": glyph.line_width * LINE_SCALE}
+            props[glyph] = {"line_width": glyph.line_width * LINE_SCALE * scale}
     return props
+
+
+class WindowSize(JSComponent):
+    """The browser window's inner size (px), reported when shown and after a resize."""
+
+    inner_width = param.Integer(default=0, bounds=(0, None))
+    inner_height = param.Integer(default=0, bounds=(0, None))
+
+    _esm = """
+    export function render({ model }) {
+      let timer = null;
+      const report = () => {
+        model.inner_width = window.innerWidth;
+        model.inner_height = window.innerHeight;
+      };
+      const onResize = () => { clearTimeout(timer); timer = setTimeout(report, 300); };
+      report();
+      window.addEventListener("resize", onResize);
+      model.on("remove", () => window.removeEventListener("resize", onResize));
+      return document.createElement("span");
+    }
+    """
 
 
 def _update(obj, values: dict) -> None:
@@ -74,6 +116,26 @@ class Projector:
         self.dashboard = dashboard
         self._saved: list[tuple[object, dict]] = []  # (model, its old values)
         self._reopen = False  # the drawer of controls was open when undone for a new run
+        self.window = WindowSize(width=0, height=0, margin=0)  # (placed on the page)
+        self.window.param.watch(locked(self._on_resize), ["inner_width", "inner_height"])
+        self._scale = 1.0  # the scale projector mode was done at
+
+    @property
+    def scale(self) -> float:
+        """The factor of every size and text: the largest at which the first row fits
+        the window's width and the two rows its height (:data:`ROW_WIDTH`,
+        :data:`ROWS_HEIGHT`), in [1, :data:`MAX_SCALE`], rounded down to 0.05 (1 while
+        the page has not said its size)."""
+        w, h = self.window.inner_width, self.window.inner_height
+        if not w or not h:
+            return 1.0
+        ratio = min((w - SLACK_WIDTH) / ROW_WIDTH, (h - SLACK_HEIGHT) / ROWS_HEIGHT)
+        return min(max(1.0, 0.05 * int(ratio / 0.05 + 1e-9)), MAX_SCALE)
+
+    def _on_resize(self, *events) -> None:
+        if self._saved and self.dashboard.projector and self.scale != self._scale:
+            self.apply(False)
+            self.apply(True)
 
     def _set(self, obj, **values) -> None:
         self._saved.append((obj, {k: getattr(obj, k) for k in values}))
@@ -123,14 +185,15 @@ class Projector:
         for fig in d.plot_panes:
             if fig not in kept and fig.visible:
                 self._set(fig, visible=False)
+        scale = self._scale = self.scale
         for fig in kept:
-            width, height = self._size(fig)
+            width, height = (round(v * scale) for v in self._size(fig))
             self._set(fig, width=width, height=height, min_width=width, max_width=width)
             pane = d.plot_panes[fig]
             self._set(pane, min_width=width, max_width=width, styles={"flex": f"0 0 {width}px"})
             if fig.toolbar_location is not None:
                 self._set(fig, toolbar_location=None)
-            for obj, values in _text_props(fig).items():
+            for obj, values in _text_props(fig, scale).items():
                 self._set(obj, **values)
             if fig in titles and fig.title.text != titles[fig]:
                 self._set(fig.title, text=titles[fig])

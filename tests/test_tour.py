@@ -351,3 +351,23 @@ def test_a_model_change_that_puts_back_seed_weights_still_retunes_the_slope_guid
     d.settings.param.update(model="sphere", beta=3.0)
     assert d.settings.weights == "seed"
     assert d.timeseries.guides.lam == pytest.approx(d.settings.gamma / 3.0)
+
+
+@pytest.mark.parametrize("window, scale", [((0, 0), 1.0), ((1280, 720), 1.0),
+                                           ((1024, 768), 1.0), ((1920, 1080), 1.45),
+                                           ((3840, 2160), 2.0)])
+def test_projector_mode_scales_to_the_window(window, scale):
+    """Projector mode's sizes and type grow with the window the page reports (a 1920×1080
+    projector: 1.45 times), never below the 1280×720 sizes, at most twice them."""
+    from app.projector import SIZES
+
+    d = Dashboard(playing=False)
+    d.__panel__()
+    d.projector = True
+    d.projector_mode.window.param.update(inner_width=window[0], inner_height=window[1])
+    assert d.projector_mode.scale == pytest.approx(scale)
+    fig = d.heatmaps.fig_attention
+    assert (fig.width, fig.height) == tuple(round(v * scale) for v in SIZES["heatmap"])
+    assert fig.xaxis[0].axis_label_text_font_size == f"{round(18 * scale)}px"
+    d.projector = False
+    assert fig.width == 310 and fig.xaxis[0].axis_label_text_font_size != "18px"

@@ -156,3 +156,23 @@ def test_projector_mode_shows_a_beside_a_star_and_fits_with_the_tour(browser, se
         assert errors == []
     finally:
         context.close()
+
+
+def test_projector_mode_uses_a_full_hd_projector(browser, server):
+    """1920×1080: the same five plots scaled to the window (they stayed at their 1280×720
+    size, in the left two thirds), nothing cut, overlapping or scrolling."""
+    context, page, errors = _new_page(browser, 1920, 1080)
+    try:
+        page.goto(server + "?tour_step=6&projector=true")
+        page.get_by_text("Tour 6/").wait_for(timeout=60000)
+        page.wait_for_selector(".bk-Canvas", timeout=60000)
+        page.wait_for_function(f"() => Math.max(...({PLOT_BOXES})().map(b => b.x + b.w)) > 1700",
+                               timeout=30000)
+        page.wait_for_timeout(1500)
+        boxes = page.evaluate(PLOT_BOXES)
+        assert len(boxes) == 5, boxes
+        _fits(page, boxes, 1920, 1080)
+        page.screenshot(path="/tmp/teaching_projector_tour_1920.png")
+        assert errors == []
+    finally:
+        context.close()
