@@ -167,7 +167,7 @@ def test_projector_mode_uses_a_full_hd_projector(browser, server):
         page.get_by_text("Tour 6/").wait_for(timeout=60000)
         page.wait_for_selector(".bk-Canvas", timeout=60000)
         page.wait_for_function(f"() => Math.max(...({PLOT_BOXES})().map(b => b.x + b.w)) > 1700",
-                               timeout=30000)
+                               timeout=60000)
         page.wait_for_timeout(1500)
         boxes = page.evaluate(PLOT_BOXES)
         assert len(boxes) == 5, boxes
