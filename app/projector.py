@@ -59,8 +59,8 @@ def _px(size: str, scale: float) -> str:
     return f"{round(int(size.removesuffix('px')) * scale)}px"
 
 
-def _text_props(fig, scale: float = 1.0) -> dict:
-    font, title, legend_font = (_px(f, scale) for f in (FONT, TITLE_FONT, LEGEND_FONT))
+def _text_props(fig, scale: float = 1.0, title_font: str = TITLE_FONT) -> dict:
+    font, title, legend_font = (_px(f, scale) for f in (FONT, title_font, LEGEND_FONT))
     props = {}
     for axis in (*fig.xaxis, *fig.yaxis):
         props[axis] = {"axis_label_text_font_size": font,
@@ -204,8 +204,8 @@ class Projector:
                 self._set(axis, axis_label=label)
         lab = d.lab
         if lab is not None:
-            for fig in lab.figures:
-                for obj, values in _text_props(fig).items():
+            for fig in lab.figures:  # (its long titles: at the axes' size, not cut)
+                for obj, values in _text_props(fig, title_font=FONT).items():
                     self._set(obj, **values)
         if d.sidebar_toggle.value:
             self._set(d.sidebar_toggle, value=False)
