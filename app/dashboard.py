@@ -64,7 +64,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         doc="Step of the guided tour shown (1, 2, …; 0: no tour).")
     projector = param.Boolean(
         default=False,
-        doc="Projector mode: large type, four plots, fits 1280×720 without scrolling.")
+        doc="Projector mode: large type, A beside A* and three more plots, fits 1280×720 "
+            "without scrolling.")
 
     _ready = False  # True once every panel exists (watchers wait for it)
     _batch = False  # settings are being changed together: restart once, at the end
