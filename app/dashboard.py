@@ -65,7 +65,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         doc="Step of the guided tour shown (1, 2, …; 0: no tour).")
     projector = param.Boolean(
         default=False,
-        doc="Projector mode: large type, four plots, fits 1280×720 without scrolling.")
+        doc="Projector mode: large type, A beside A* and three more plots, fits 1280×720 "
+            "without scrolling.")
 
     _ready = False  # True once every panel exists (watchers wait for it)
     _batch = False  # settings are being changed together: restart once, at the end
@@ -135,7 +136,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._show_notice()
         pn.state.onload(self._on_load)
 
-    @param.depends(*VIEW_PARAMS, watch=True)
+    @param.depends(*(p for p in VIEW_PARAMS if p != "tour_step"), watch=True)
     def _sync_view_url(self):
         self._sync_url()
 
@@ -144,8 +145,17 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     @param.depends("tour_step", watch=True)
     def _show_tour_step(self):
         if self._layout is None:
+            self._sync_url()
             return  # shown when the layout is built
-        if not self.tour.show(self.tour_step):
+        # the URL once, when the step is shown (its preset loaded): never a step with the
+        # settings of the one before it
+        self._url_paused = True
+        try:
+            shown = self.tour.show(self.tour_step)
+        finally:
+            self._url_paused = False
+        self._sync_url()
+        if not shown:
             self.notice = (f"the tour has no step {self.tour_step} "
                            f"(it has {len(self.tour.steps)})")
             self._show_notice()
@@ -419,7 +429,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             margin=(0, 10))
         page = pn.Column(
             pn.Row(self.title, pn.HSpacer(), tour_button, projector,
-                   sizing_mode="stretch_width"),
+                   self.projector_mode.window, sizing_mode="stretch_width"),
             self.links,
             self.tour,
             self.tabs,

@@ -1,43 +1,104 @@
-"""Projector mode: one switch for a lecture hall (large type, four plots, strong lines,
-everything within 1280×720 without scrolling).
+"""Projector mode: one switch for a lecture hall (large type, the comparison the lecture
+is about, strong lines, everything within 1280×720 without scrolling, the tour's banner
+included).
 
-On: the sidebar, the equations, the caption, the notices and the page title are hidden
-(a tour step's text stays); the main tab
-keeps four plots (A(t), the tokens, the lag on its log axis and the energy balance) in two
-rows, each :data:`PLOT_SIZE`; every axis label and tick label is :data:`FONT` or larger;
-lines are drawn :data:`LINE_SCALE` times thicker, in black text. Off: everything as before
-(each change is recorded and undone).
+On: the sidebar, the equations, the caption, the notices, the page title and the
+developer's status line (frame rate, server time) are hidden (a tour step's text stays);
+the main tab keeps five plots in two rows: the attention ``A(t)`` beside its softmax
+``A*(t)`` (the comparison "attention relaxes to softmax") and the tokens, then the lag on
+its log axis and the energy balance, each of :data:`SIZES`; on the sphere the clustering
+view's four plots. Every axis label and tick label is :data:`FONT` or larger; lines are
+drawn :data:`LINE_SCALE` times thicker, in black text; the plots' toolbars are hidden (a
+toolbar above a plot covered its large title). "☰ Controls" opens the controls as a
+drawer over the plots (scrolling on its own), not beside them: the plots keep their
+rows. In a larger window (a 1920×1080 projector) every size and text is scaled by
+:meth:`Projector.scale` (the window's size, reported by the page), so the plots use the
+screen. Off: everything as before (each change is recorded and undone).
 """
 
 from __future__ import annotations
 
 import param
+from panel.custom import JSComponent
+
+from .server import locked
 
 #: Text sizes in projector mode (axis labels ≥ 18 px).
 FONT, TITLE_FONT, LEGEND_FONT = "18px", "20px", "15px"
-#: Width and height of each of the four plots (px): two rows fit 1280×720.
-PLOT_SIZE = (600, 240)
+#: Width and height (px) of the plots kept, by role: the heatmaps and the tokens in the
+#: first row, the time series in the second; with the tour's banner the two rows end
+#: above 720 px in a 1280×720 window.
+SIZES = {"heatmap": (300, 230), "tokens": (620, 230), "series": (612, 236),
+         "sphere": (612, 222)}
+#: Kept for callers of the four-plot layout (the width and height of a time series).
+PLOT_SIZE = SIZES["series"]
+#: Shorter titles where the page's own do not fit a projector's plot at TITLE_FONT.
+SHORT_TITLES = {"softmax": "Softmax A*(t)", "tokens": "Tokens (principal axes of X(0))",
+                "kl": "Lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"}
 #: Lines are this many times thicker.
 LINE_SCALE = 1.75
+#: The largest factor the sizes are scaled by in a window larger than 1280×720 (never
+#: below 1: a smaller window lets the rows wrap).
+MAX_SCALE = 2.0
+#: What the scaled plots need (px at scale 1): the first row's width with the panes'
+#: margins, the two rows' height with theirs; what is not scaled: the page's width
+#: beside the rows (margins, a scroll bar) and its height above them (buttons, the
+#: tour's banner, the tabs).
+ROW_WIDTH = 2 * SIZES["heatmap"][0] + SIZES["tokens"][0] + 3 * 12
+ROWS_HEIGHT = SIZES["tokens"][1] + SIZES["series"][1] + 2 * 8
+SLACK_WIDTH, SLACK_HEIGHT = 48, 250
+#: The controls in projector mode: a drawer at the window's right edge, over the plots
+#: (the button opening and closing it stays free at the left), scrolling on its own.
+DRAWER_STYLES = {"position": "fixed", "z-index": "20", "top": "44px", "right": "0px",
+                 "background": "white", "box-shadow": "-2px 2px 10px rgba(0, 0, 0, 0.35)",
+                 "max-height": "calc(100vh - 50px)", "overflow-y": "auto",
+                 "padding": "4px"}
 
 
-def _text_props(fig) -> dict:
+def _px(size: str, scale: float) -> str:
+    return f"{round(int(size.removesuffix('px')) * scale)}px"
+
+
+def _text_props(fig, scale: float = 1.0, title_font: str = TITLE_FONT) -> dict:
+    font, title, legend_font = (_px(f, scale) for f in (FONT, title_font, LEGEND_FONT))
     props = {}
     for axis in (*fig.xaxis, *fig.yaxis):
-        props[axis] = {"axis_label_text_font_size": FONT,
-                       "major_label_text_font_size": FONT,
+        props[axis] = {"axis_label_text_font_size": font,
+                       "major_label_text_font_size": font,
                        "axis_label_text_color": "black", "major_label_text_color": "black"}
-    props[fig.title] = {"text_font_size": TITLE_FONT, "text_color": "black"}
+    props[fig.title] = {"text_font_size": title, "text_color": "black"}
     if fig.legend:  # legends in rows (below the plots): three columns, two rows at most
         legend = fig.legend[0]
-        props[legend] = {"label_text_font_size": LEGEND_FONT}
+        props[legend] = {"label_text_font_size": legend_font}
         if isinstance(legend.ncols, int):
             props[legend]["ncols"] = max(3, legend.ncols)
     for renderer in fig.renderers:
         glyph = renderer.glyph
         if hasattr(glyph, "line_width") and isinstance(glyph.line_width, (int, float)):
-            props[glyph] = {"line_width": glyph.line_width * LINE_SCALE}
+            props[glyph] = {"line_width": glyph.line_width * LINE_SCALE * scale}
     return props
+
+
+class WindowSize(JSComponent):
+    """The browser window's inner size (px), reported when shown and after a resize."""
+
+    inner_width = param.Integer(default=0, bounds=(0, None))
+    inner_height = param.Integer(default=0, bounds=(0, None))
+
+    _esm = """
+    export function render({ model }) {
+      let timer = null;
+      const report = () => {
+        model.inner_width = window.innerWidth;
+        model.inner_height = window.innerHeight;
+      };
+      const onResize = () => { clearTimeout(timer); timer = setTimeout(report, 300); };
+      report();
+      window.addEventListener("resize", onResize);
+      model.on("remove", () => window.removeEventListener("resize", onResize));
+      return document.createElement("span");
+    }
+    """
 
 
 def _update(obj, values: dict) -> None:
@@ -54,51 +115,106 @@ class Projector:
     def __init__(self, dashboard):
         self.dashboard = dashboard
         self._saved: list[tuple[object, dict]] = []  # (model, its old values)
+        self._reopen = False  # the drawer of controls was open when undone for a new run
+        self.window = WindowSize(width=0, height=0, margin=0)  # (placed on the page)
+        self.window.param.watch(locked(self._on_resize), ["inner_width", "inner_height"])
+        self._scale = 1.0  # the scale projector mode was done at
+
+    @property
+    def scale(self) -> float:
+        """The factor of every size and text: the largest at which the first row fits
+        the window's width and the two rows its height (:data:`ROW_WIDTH`,
+        :data:`ROWS_HEIGHT`), in [1, :data:`MAX_SCALE`], rounded down to 0.05 (1 while
+        the page has not said its size)."""
+        w, h = self.window.inner_width, self.window.inner_height
+        if not w or not h:
+            return 1.0
+        ratio = min((w - SLACK_WIDTH) / ROW_WIDTH, (h - SLACK_HEIGHT) / ROWS_HEIGHT)
+        return min(max(1.0, 0.05 * int(ratio / 0.05 + 1e-9)), MAX_SCALE)
+
+    def _on_resize(self, *events) -> None:
+        if self._saved and self.dashboard.projector and self.scale != self._scale:
+            self.apply(False)
+            self.apply(True)
 
     def _set(self, obj, **values) -> None:
         self._saved.append((obj, {k: getattr(obj, k) for k in values}))
         _update(obj, values)
 
     def shown_figures(self):
-        """The four plots of the main tab kept in projector mode: the clustering view's
-        on the sphere, otherwise A(t), the tokens, the lag and the energy balance."""
+        """The plots of the main tab kept in projector mode: the clustering view's four
+        on the sphere, otherwise A(t) beside A*(t), the tokens, the lag and the energy
+        balance."""
         d = self.dashboard
         if d.clustering.mode == "on_sphere":
             return d.clustering.figures[:4]
-        return (d.heatmaps.fig_attention, d.trajectories.fig, d.timeseries.fig_kl_log,
-                d.timeseries.fig_energy)
+        return (d.heatmaps.fig_attention, d.heatmaps.fig_softmax, d.trajectories.fig,
+                d.timeseries.fig_kl_log, d.timeseries.fig_energy)
+
+    def _size(self, fig) -> tuple[int, int]:
+        d = self.dashboard
+        if d.clustering.mode == "on_sphere":
+            return SIZES["sphere"]
+        if fig in (d.heatmaps.fig_attention, d.heatmaps.fig_softmax):
+            return SIZES["heatmap"]
+        if fig is d.trajectories.fig:
+            return SIZES["tokens"]
+        return SIZES["series"]
+
+    def _short_titles(self) -> dict:
+        d = self.dashboard
+        return {d.heatmaps.fig_softmax: SHORT_TITLES["softmax"],
+                d.trajectories.fig: SHORT_TITLES["tokens"],
+                d.timeseries.fig_kl_log: SHORT_TITLES["kl"]}
 
     def apply(self, on: bool) -> None:
         """Projector mode on or off."""
+        d = self.dashboard
         if not on:
+            # undone only to be done again (a new run's plots, projector mode staying on):
+            # an open drawer of controls stays open
+            self._reopen = bool(self._saved) and d.projector and d.sidebar_toggle.value
             for obj, values in reversed(self._saved):
                 _update(obj, values)
             self._saved = []
             return
         if self._saved:
             return
-        d = self.dashboard
         kept = self.shown_figures()
+        titles = self._short_titles()
         for fig in d.plot_panes:
             if fig not in kept and fig.visible:
                 self._set(fig, visible=False)
+        scale = self._scale = self.scale
         for fig in kept:
-            width, height = PLOT_SIZE
-            self._set(fig, width=width, height=height)
-            if fig.sizing_mode == "stretch_width":  # one that shrinks (app.layout.flexible)
-                self._set(d.plot_panes[fig], min_width=width, max_width=width,
-                          styles={"flex": f"0 0 {width}px"})
-            for obj, values in _text_props(fig).items():
+            width, height = (round(v * scale) for v in self._size(fig))
+            self._set(fig, width=width, height=height, min_width=width, max_width=width)
+            pane = d.plot_panes[fig]
+            self._set(pane, min_width=width, max_width=width, styles={"flex": f"0 0 {width}px"})
+            if fig.toolbar_location is not None:
+                self._set(fig, toolbar_location=None)
+            for obj, values in _text_props(fig, scale).items():
                 self._set(obj, **values)
+            if fig in titles and fig.title.text != titles[fig]:
+                self._set(fig.title, text=titles[fig])
+        if d.trajectories.fig in kept:  # axis labels no longer than the plot is high
+            tokens = d.trajectories.fig
+            for axis, label in ((tokens.xaxis[0], "PC 1 of X(0)"),
+                                (tokens.yaxis[0], "PC 2 of X(0)")):
+                self._set(axis, axis_label=label)
         lab = d.lab
         if lab is not None:
-            for fig in lab.figures:
-                for obj, values in _text_props(fig).items():
+            for fig in lab.figures:  # (its long titles: at the axes' size, not cut)
+                for obj, values in _text_props(fig, title_font=FONT).items():
                     self._set(obj, **values)
         if d.sidebar_toggle.value:
             self._set(d.sidebar_toggle, value=False)
+        self._set(d.sidebar, styles={**d.sidebar.styles, **DRAWER_STYLES})
+        if self._reopen:
+            self._reopen = False
+            d.sidebar_toggle.value = True
         for pane in (d.explanation_pane, d.title, d.alert, d.confinement, d.links,
-                     d.caption):
+                     d.caption, d.status):
             if pane.visible:
                 self._set(pane, visible=False)
         if d.timeseries.log_kl is False:

@@ -216,8 +216,10 @@ class SettingsIO(param.Parameterized):
         """The non-default settings as a URL query mapping."""
         return urlstate.to_query((self.settings, self), list(self._query_parameters()))
 
+    _url_paused = False  # a tour step is being shown: the URL follows once it is
+
     def _sync_url(self, *events):
-        loc = pn.state.location if self._ready else None
+        loc = pn.state.location if self._ready and not self._url_paused else None
         if loc is not None:
             loc.search = urlstate.search_string(self.query)
 

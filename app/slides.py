@@ -98,19 +98,67 @@ class SlideRun:
     """
 
     def __init__(self, record: RunRecord, attention=None, softmax=None, changes=(),
-                 distance=None):
+                 distance=None, maps_time=None, attention_end=None):
         self.record, self.attention, self.softmax = record, attention, softmax
         self.changes = tuple(changes)
         self.distance = None if distance is None else tuple(
             np.asarray(v, dtype=float) for v in distance)
+        #: time of the maps (default: the last frame's)
+        self.maps_time = float(record.times[-1] if maps_time is None else maps_time)
+        #: ``A`` at the last frame, drawn beside ``A`` at :attr:`maps_time` in place of
+        #: ``A*`` (a model whose attention is its softmax; None otherwise)
+        self.attention_end = attention_end
 
     @classmethod
-    def from_frames(cls, settings, frames, changes=(), max_frames=None) -> SlideRun:
-        """The slide data of a run's recorded ``frames`` (all kept by default)."""
+    def from_frames(cls, settings, frames, changes=(), max_frames=None,
+                    informative: bool = False) -> SlideRun:
+        """The slide data of a run's recorded ``frames`` (all kept by default).
+
+        The maps are the last frame's, or with ``informative`` those of
+        :func:`informative_frame` (a tour's slide: the relaxation, not its end)."""
         frames = list(frames)
         record = RunRecord.from_frames(settings, frames, max_frames=max_frames)
-        last = frames[-1]
-        return cls(record, last.attention, last.softmax, changes)
+        model = settings["model"] if isinstance(settings, Mapping) else settings.model
+        at = frames[informative_frame(frames, model) if informative else -1]
+        run = cls(record, at.attention, at.softmax, changes, maps_time=at.t)
+        if informative and _attention_is_softmax(model) and at is not frames[-1]:
+            run.attention_end = frames[-1].attention
+        return run
+
+
+#: A decaying lag is shown where it has fallen to this fraction of its start: A and A*
+#: still differ visibly, and the start is forgotten.
+RELAXED_FRACTION = 0.25
+
+
+def _attention_is_softmax(model: str) -> bool:
+    """The model's attention is its softmax at every time (its lag ≡ 0)."""
+    return "kl" in spec(model).identically_zero or "kl" in not_applicable(model)
+
+
+def informative_frame(frames, model: str) -> int:
+    """Index of the frame whose maps show what a run does (a tour's slide).
+
+    * A model whose attention is its softmax (``A = A*``): the first frame (its maps are
+      drawn beside the last frame's: how the attention changed).
+    * A lag that decays from its start (relaxation): the first frame where it has fallen
+      to :data:`RELAXED_FRACTION` of its start, so ``A`` and ``A*`` still differ.
+    * Otherwise (a lag that builds up: a moving target, noise): the frame of the largest
+      lag.
+    """
+    frames = list(frames)
+    if len(frames) < 2:
+        return len(frames) - 1
+    if _attention_is_softmax(model):
+        return 0
+    kl = np.array([f.diagnostics.get("kl", math.nan) for f in frames], dtype=float)
+    if not np.all(np.isfinite(kl)):
+        return len(frames) - 1
+    peak = int(np.argmax(kl))
+    if peak == 0 and kl[0] > 0:
+        below = np.flatnonzero(kl <= RELAXED_FRACTION * kl[0])
+        return int(below[0]) if below.size else len(frames) - 1
+    return peak
 
 
 def _curve(record: RunRecord, key: str) -> np.ndarray:
@@ -120,7 +168,8 @@ def _curve(record: RunRecord, key: str) -> np.ndarray:
 
 
 def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] = (),
-                 log_kl: bool = True, color_scale: str = "automatic") -> Figure:
+                 log_kl: bool = True, color_scale: str = "automatic",
+                 annotations: Iterable[str] = ()) -> Figure:
     """The slide of ``run`` as a Matplotlib figure (not attached to pyplot).
 
     Parameters
@@ -134,18 +183,34 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
         The KL lag on a logarithmic axis (values floored at ``LOG_FLOOR``).
     color_scale : str
         One of :data:`SCALES`, as the page's heatmaps.
+    annotations : iterable of str
+        A tour step's annotations (:data:`app.guides.ANNOTATIONS`), drawn as the page
+        draws them: ``"kl_slope"`` the dashed guide of slope ``−2λ`` on the log KL plot,
+        ``"tracking_bound"`` the bound thick where it is tight, ``"conserved_energy"``
+        the line ``H(t) = H(0)``.
 
     Returns
     -------
     matplotlib.figure.Figure
-        Its axes are ``fig.slide_axes``: a dict with keys ``"A"``, ``"A*"``, ``"tokens"``,
-        ``"kl"``, ``"energy"``, ``"rate"`` and, with ``run.distance``, ``"distance"`` (a
-        model without attention has no maps).
+        Its axes are ``fig.slide_axes``: a dict with keys ``"A"``, ``"A*"`` (or, for a
+        model whose attention is its softmax, ``"A end"``: the last frame's), ``"tokens"``
+        and the time plots: ``"kl"``, ``"energy"``, ``"rate"`` for the models that have
+        them (a plot whose curves are all ≡ 0 is left out and said in a note), the
+        sphere's ``"interaction"`` and ``"clusters"`` in place of the energy balance and
+        the rate, and with ``run.distance`` ``"distance"`` (a model without attention
+        has no maps).
     """
     from matplotlib.figure import Figure
 
+    from .clustering import clustering_mode
+    from .guides import ANNOTATIONS
+
     if color_scale not in SCALES:
         raise ValueError(f"color_scale must be one of {', '.join(SCALES)}, got {color_scale!r}")
+    annotations = tuple(annotations)
+    unknown = [a for a in annotations if a not in ANNOTATIONS]
+    if unknown:
+        raise ValueError(f"unknown annotation(s) {unknown}; known: {', '.join(ANNOTATIONS)}")
     rec = run.record
     pinned = list(pinned)
     s = spec(rec.model)
@@ -155,43 +220,149 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     text = plain_caption(caption)
     fig.suptitle(title if not text else f"{title}\n{_wrap(text, 120)}", fontsize=15,
                  fontweight="bold" if not text else "normal")
-    fig.supxlabel(_wrap(rec.line, 190), fontsize=10, color="#333")
     grid = fig.add_gridspec(2, 3)
     axes = {}
     if run.attention is not None and run.softmax is not None:
         axes["A"] = fig.add_subplot(grid[0, 0])
-        axes["A*"] = fig.add_subplot(grid[0, 1])
-        _heatmaps(fig, axes["A"], axes["A*"], run.attention, run.softmax, color_scale)
+        second = "A end" if run.attention_end is not None else "A*"
+        axes[second] = fig.add_subplot(grid[0, 1])
+        _heatmaps(fig, axes["A"], axes[second], run, color_scale)
         axes["tokens"] = fig.add_subplot(grid[0, 2])
     else:
         axes["tokens"] = fig.add_subplot(grid[0, :])
     _tokens(axes["tokens"], rec, pinned)
-    bottom = grid[1, :].subgridspec(1, 3 if run.distance is None else 4)
-    axes["kl"] = fig.add_subplot(bottom[0, 0])
-    axes["energy"] = fig.add_subplot(bottom[0, 1])
-    axes["rate"] = fig.add_subplot(bottom[0, 2])
+    if run.attention_end is None and run.maps_time < rec.times[-1] and "A" in axes:
+        axes["tokens"].set_title(axes["tokens"].get_title() + f" (to t = {rec.times[-1]:.3g})",
+                                 fontsize=11)
+    sphere = clustering_mode(rec.model) == "on_sphere"
+    missing = set(not_applicable(rec.model)) | set(s.identically_zero)
+    kinds = []
+    if not {"kl", "kl_bound"} <= missing:
+        kinds.append("kl")
+    kinds += ["interaction", "clusters"] if sphere else ["energy"]
+    if not sphere and "dissipation_rate" not in missing:
+        kinds.append("rate")
     if run.distance is not None:
-        axes["distance"] = fig.add_subplot(bottom[0, 3])
-        _distance(axes["distance"], *run.distance)
+        kinds.append("distance")
+    bottom = grid[1, :].subgridspec(1, max(2, len(kinds)))
+    for i, key in enumerate(kinds):
+        axes[key] = fig.add_subplot(bottom[0, i])
     labels = [comparison_labels(p.settings, rec.settings) for p in pinned]
-    _kl(axes["kl"], rec, pinned, labels, log_kl)
-    _energy(axes["energy"], rec, pinned, labels)
-    _rate(axes["rate"], rec)
-    if run.distance is not None:  # four plots in a row: titles that fit their width
-        axes["energy"].set_title("Energy balance", fontsize=12)
-        axes["rate"].set_title("Dissipation rate D(t)", fontsize=12)
+    if "kl" in axes:
+        _kl(axes["kl"], rec, pinned, labels, log_kl)
+        _kl_annotations(axes["kl"], rec, annotations, log_kl)
+    if "energy" in axes:
+        _energy(axes["energy"], rec, pinned, labels)
+        if "conserved_energy" in annotations:
+            _conserved(axes["energy"], rec.model)
+    if "rate" in axes:
+        _rate(axes["rate"], rec)
+    if sphere:
+        _interaction(axes["interaction"], rec)
+        _clusters(axes["clusters"], rec)
+    if "distance" in axes:
+        _distance(axes["distance"], *run.distance)
+    if len(kinds) > 3:  # four plots in a row: titles that fit their width
+        for key, short in (("energy", "Energy balance"), ("rate", "Dissipation rate D(t)")):
+            if key in axes:
+                axes[key].set_title(short, fontsize=12)
+    left_out = [f"{_DROPPED[k]}: {_note(rec.model, diagnostic)}"
+                for k, diagnostic in (("kl", "kl"), ("rate", "dissipation_rate"))
+                if k not in kinds and _note(rec.model, diagnostic)]
+    line = _wrap(rec.line, 190)
+    if left_out:
+        line = f"Not drawn: {'; '.join(left_out)}\n{line}"
+    fig.supxlabel(line, fontsize=10, color="#333")
     marks = coalesce(run.changes, merge_gap(rec.times))
-    for key in ("kl", "energy", "rate"):
+    for key in ("kl", "energy", "rate", "interaction", "clusters"):
+        if key not in axes:
+            continue
+        ax = axes[key]
         for t0, t1, label in marks:
-            ax = axes[key]
             ax.axvline(t0, color="#666", ls="--", lw=1)
             if t1 > t0:
                 ax.axvspan(t0, t1, color="#888", alpha=0.15, lw=0)
             ax.annotate(label, (t0, 0.02), xycoords=("data", "axes fraction"),
                         ha="right", fontsize=9, color="#444", xytext=(-3, 0),
                         textcoords="offset points")
+    if "A" in axes and run.attention_end is None and run.maps_time < rec.times[-1]:
+        for key in ("kl", "energy", "rate"):  # where the maps are taken
+            if key in axes:
+                axes[key].axvline(run.maps_time, color="#2ca02c", ls=":", lw=1.5)
+        if "kl" in axes:
+            axes["kl"].annotate(f"maps at t = {run.maps_time:.3g}", (run.maps_time, 0.97),
+                                xycoords=("data", "axes fraction"), va="top", fontsize=9,
+                                color="#2ca02c", xytext=(3, 0), textcoords="offset points")
     fig.slide_axes = axes
     return fig
+
+
+#: What a left-out time plot showed (said under the slide).
+_DROPPED = {"kl": "the lag Σᵢ KL(Aᵢ‖A*ᵢ)", "rate": "the dissipation rate D(t)"}
+
+
+def _kl_annotations(ax, rec: RunRecord, annotations, log_kl: bool) -> None:
+    """A tour step's guides on the KL plot, as :class:`app.guides.Guides` draws them."""
+    from .guides import GUIDE_COLOR, GUIDE_LENGTH, T_ANCHOR, TIGHT, TIGHT_COLOR
+
+    t, kl, bound = rec.times, rec.curves["kl"], rec.curves["kl_bound"]
+    if "kl_slope" in annotations and log_kl:
+        lam = float(rec.settings["gamma"]) / float(rec.settings["beta"])
+        at = np.flatnonzero((t >= T_ANCHOR) & (kl > 0) & np.isfinite(kl))
+        if at.size and math.isfinite(lam):
+            t0, kl0 = float(t[at[0]]), float(kl[at[0]])
+            ts = np.array([max(0.0, t0 - GUIDE_LENGTH), min(t0 + GUIDE_LENGTH, float(t[-1]))])
+            slope = f"{-2 * lam:.3g}".replace("-", "−")
+            ax.plot(ts, np.maximum(kl0 * np.exp(-2 * lam * (ts - t0)), LOG_FLOOR),
+                    color=GUIDE_COLOR, ls="--", lw=2, label=f"guide: slope −2λ = {slope}",
+                    gid="kl_slope")
+            ax.legend(fontsize=9, loc="best")
+    if "tracking_bound" in annotations:
+        tight = (kl >= TIGHT * bound) & (bound > 0)
+        if np.any(tight):
+            ax.scatter(t[tight], np.maximum(bound[tight], LOG_FLOOR) if log_kl else bound[tight],
+                       s=14, color=TIGHT_COLOR, alpha=0.6, zorder=3,
+                       label="bound tight (lag ≥ bound/10)")
+            ax.legend(fontsize=9, loc="best")
+
+
+def _conserved(ax, model: str) -> None:
+    from .guides import GUIDE_COLOR
+
+    E = energy_symbol(model)
+    ax.axhline(0.0, color=GUIDE_COLOR, ls="--", lw=2)
+    ax.annotate(f"conserved: {E}(t) = {E}(0)", (0.02, 0.0), xycoords=("axes fraction", "data"),
+                xytext=(0, 4), textcoords="offset points", fontsize=10, color=GUIDE_COLOR)
+
+
+def _interaction(ax, rec: RunRecord) -> None:
+    """The sphere's interaction energy ``E_β(t)`` and its maximum ``N² e^β/(2β)``."""
+    from dynamics import clustering as cl
+
+    n, beta = rec.features.shape[1], float(rec.settings["beta"])
+    E = energy_symbol(rec.model)
+    ax.plot(rec.times, _finite(rec.curves["hamiltonian"]), color=RUN_COLOR, lw=2,
+            label=f"{E}(t)")
+    ax.axhline(cl.max_interaction_energy(n, beta), color=BOUND_COLOR, ls="--", lw=1.5,
+               label="maximum N²eᵝ/(2β) (one cluster)")
+    ax.set_title(f"Interaction energy {E}(t) and its maximum", fontsize=12)
+    ax.set_xlabel("t")
+    ax.set_ylabel(E)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
+    ax.legend(fontsize=9, loc="lower right")
+
+
+def _clusters(ax, rec: RunRecord) -> None:
+    """The count of clusters (groups with ``⟨x_i, x_j⟩ > 1 − ε``) over time."""
+    from dynamics.clustering import cluster_labels
+
+    eps = float(rec.settings.get("cluster_eps", 0.01))
+    counts = [cluster_labels(X, eps)[0] for X in rec.features]
+    ax.step(rec.times, counts, where="post", color=RUN_COLOR, lw=2)
+    ax.set_title(f"Clusters: groups with ⟨xᵢ, xⱼ⟩ > 1 − ε (ε = {eps:g})", fontsize=12)
+    ax.set_xlabel("t")
+    ax.set_ylabel("clusters")
+    ax.set_ylim(0, max(counts) + 1)
 
 
 def _wrap(text: str, width: int) -> str:
@@ -200,9 +371,13 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width)) or text
 
 
-def _heatmaps(fig, ax_a, ax_s, A, S, scale) -> None:
+def _heatmaps(fig, ax_a, ax_s, run: SlideRun, scale) -> None:
+    """``A`` beside ``A*`` at the maps' time (or, for a model whose attention is its
+    softmax, beside ``A`` at the end), on one colour scale; the titles say when."""
     from matplotlib.colors import LogNorm, Normalize
 
+    A = run.attention
+    S = run.softmax if run.attention_end is None else run.attention_end
     hi = float(max(np.max(A), np.max(S)))
     if scale == SCALES[0]:
         norm = Normalize(0.0, 1.0)
@@ -212,7 +387,13 @@ def _heatmaps(fig, ax_a, ax_s, A, S, scale) -> None:
         lo = max(float(min(np.min(A), np.min(S))), LOG_FLOOR)
         lo = 10.0 ** math.floor(math.log10(lo))
         norm = LogNorm(lo, max(10.0 ** math.ceil(math.log10(max(hi, lo))), 10 * lo))
-    for ax, M, name in ((ax_a, A, "Attention A(t)"), (ax_s, S, "Softmax A*(t) = rowsoftmax(βS)")):
+    t = f"{run.maps_time:.3g}"
+    if run.attention_end is None:
+        names = (f"Attention A(t) at t = {t}", f"Softmax A*(t) = rowsoftmax(βS) at t = {t}")
+    else:
+        names = (f"Attention A = A* at t = {t}",
+                 f"Attention A = A* at t = {run.record.times[-1]:.3g}")
+    for ax, M, name in ((ax_a, A, names[0]), (ax_s, S, names[1])):
         image = ax.imshow(np.maximum(M, LOG_FLOOR) if scale == SCALES[2] else M,
                           cmap="viridis", norm=norm, interpolation="nearest")
         ax.set_title(name, fontsize=12)
@@ -490,6 +671,22 @@ def lab_slide_figure(result, title: str = "Inertial lab", caption: str = "") -> 
 
 
 # -- headless: a tour's slides -------------------------------------------------
+#: Greek letters of titles spelled out in file names (β stays in "At large β").
+GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "eps", "η": "eta",
+         "θ": "theta", "κ": "kappa", "λ": "lambda", "μ": "mu", "ν": "nu", "π": "pi",
+         "ρ": "rho", "σ": "sigma", "τ": "tau", "φ": "phi", "ω": "omega", "Δ": "Delta",
+         "Σ": "Sigma", "Ω": "Omega", "−": "-"}
+
+
+def slide_stem(title: str) -> str:
+    """A slide's file name (without its number) from its title: Greek letters spelled
+    out, a decimal point kept between digits, other signs made ``_``."""
+    text = "".join(f"_{GREEK[c]}_" if c in GREEK and c != "−" else GREEK.get(c, c)
+                   for c in title)
+    text = re.sub(r"\.(?!\d)|(?<!\d)\.", "_", text)  # a dot only between digits
+    return re.sub(r"_+", "_", safe_filename(text)).strip("_-") or "slide"
+
+
 def run_frames(settings: Settings, t_end: float, max_frames: int = TOUR_FRAMES,
                quench: Mapping | None = None):
     """Run ``settings`` from ``t = 0`` to ``t_end`` headless.
@@ -538,8 +735,9 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
     steps : iterable of mapping
         Each with ``"settings"`` (a mapping of settings; the others keep their
         defaults) and ``"t_end"`` (> 0); optional ``"title"`` (names the file),
-        ``"caption"`` or ``"text"`` (shown under the slide's title) and ``"quench"``
-        (a preset's quench, :func:`run_frames`; marked on the time plots); a step
+        ``"caption"`` or ``"text"`` (shown under the slide's title), ``"annotations"``
+        (a tour step's, :func:`slide_figure`) and ``"quench"`` (a preset's quench,
+        :func:`run_frames`; marked on the time plots); a step
         with ``"lab_settings"`` instead (the inertial lab's settings) gets the lab's
         slide (:func:`lab_slide_figure`).
     out_dir : path
@@ -550,7 +748,9 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
     Returns
     -------
     list of pathlib.Path
-        The files written, ``NN_<title>.<format>`` (NN the step's number from 01).
+        The files written, ``NN_<title>.<format>`` (NN the step's number from 01; the
+        title as :func:`slide_stem` spells it). The maps are taken where they show the
+        run (:func:`informative_frame`), their time said in their titles.
 
     Raises
     ------
@@ -594,9 +794,10 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
                                    str(step.get("title", "Inertial lab")), caption)
         else:
             frames, sim = run_frames(settings, t_end, quench=step.get("quench"))
-            run = SlideRun.from_frames(settings, frames, sim.changes)
-            fig = slide_figure(run, caption=caption)
-        stem = f"{i:02d}_{safe_filename(str(step.get('title', settings.model)))}"
+            run = SlideRun.from_frames(settings, frames, sim.changes, informative=True)
+            fig = slide_figure(run, caption=caption,
+                               annotations=step.get("annotations", ()))
+        stem = f"{i:02d}_{slide_stem(str(step.get('title', settings.model)))}"
         for fmt in formats:
             path = out / f"{stem}.{fmt}"
             path.write_bytes(figure_bytes(fig, fmt))

@@ -9,7 +9,8 @@ A tour is ``{"name", "steps": [...]}``; a step is::
      "annotations": ["kl_slope", ...],              (app.guides.ANNOTATIONS)
      "claim": {"kind": "...", ...}}                 (checked by tests/test_tour.py)
 
-Back/Next (and the arrow keys ← →) move through it; the step is in the URL
+Back/Next (and the arrow keys ← →, unless a widget such as a slider has the focus) move
+through it; the step is in the URL
 (``?tour_step=4`` opens a class at step 4). :func:`validate_tour` names every problem of a
 tour file; a tour with a problem is not offered.
 """
@@ -111,7 +112,8 @@ def slide_steps(tour: dict, presets: list[dict],
             continue
         slides.append({"title": step["title"], "text": text,
                        "settings": presets_module.preset_values(preset),
-                       "t_end": step.get("t_end", SLIDE_T_END)})
+                       "t_end": step.get("t_end", SLIDE_T_END),
+                       "annotations": list(step.get("annotations", []))})
         if "quench" in preset:
             slides[-1]["quench"] = dict(preset["quench"])
     return slides, skipped
@@ -136,20 +138,37 @@ def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> 
 
 
 class ArrowKeys(JSComponent):
-    """The arrow keys ← → of the page (outside text fields) as two counters."""
+    """The arrow keys ← → of the page as two counters, unless a widget has them: a key
+    pressed in a text field, on a slider's handle, in a select or list, or one a widget
+    has already used (``defaultPrevented``) moves that widget, not the tour."""
 
     forward = param.Integer(default=0)
     back = param.Integer(default=0)
 
     _esm = """
+    const FIELDS = ["INPUT", "TEXTAREA", "SELECT"];
+    const ROLES = ["slider", "spinbutton", "textbox", "searchbox", "combobox", "listbox",
+                   "option", "radio", "radiogroup", "tab", "tablist", "menu", "menuitem",
+                   "grid", "tree", "treeitem"];
+    // the key belongs to a widget: an element on the event's path (through shadow roots)
+    // that edits or chooses with the arrow keys
+    function widgetKey(e) {
+      if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return true;
+      for (const el of e.composedPath()) {
+        if (!(el instanceof Element)) continue;
+        if (FIELDS.includes(el.tagName) || el.isContentEditable) return true;
+        const role = el.getAttribute("role");
+        if (role && ROLES.includes(role)) return true;
+        if (el.classList.contains("noUi-handle") || el.classList.contains("noUi-target"))
+          return true;
+      }
+      return false;
+    }
     export function render({ model }) {
       const onKey = (e) => {
-        const target = e.composedPath()[0];
-        const tag = target && target.tagName ? target.tagName : "";
-        if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || (target && target.isContentEditable))
-          return;
-        if (e.key === "ArrowRight") { model.forward += 1; }
-        else if (e.key === "ArrowLeft") { model.back += 1; }
+        if (e.key !== "ArrowRight" && e.key !== "ArrowLeft") return;
+        if (widgetKey(e)) return;
+        if (e.key === "ArrowRight") { model.forward += 1; } else { model.back += 1; }
       };
       document.addEventListener("keydown", onKey);
       model.on("remove", () => document.removeEventListener("keydown", onKey));

@@ -133,7 +133,7 @@ def test_tour_figures_writes_one_slide_per_step(tmp_path):
              {"settings": {"model": "canonical", "beta": 4.0, "n_tokens": 4, "dim": 2},
               "t_end": 0.2}]
     paths = slides.tour_figures(steps, tmp_path / "tour", formats=("png",))
-    assert [p.name for p in paths] == ["01_Relaxation_slope_2.png", "02_canonical.png"]
+    assert [p.name for p in paths] == ["01_Relaxation_slope_-2_lambda.png", "02_canonical.png"]
     for p in paths:
         assert imread(p).shape[:2] == (1080, 1920)
 
@@ -150,17 +150,23 @@ def test_bad_tour_step_is_refused_naming_it(tmp_path, step, message):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("model, lines, note", [
-    ("transformer", 0, "Σᵢ KL(Aᵢ‖A*ᵢ): ≡ 0 for this model"),
-    ("value_matching", 1, "tracking bound Σ Bᵢ²/8: n/a for this model"),
-])
-def test_curves_a_model_lacks_are_said_not_drawn(model, lines, note):
-    settings = Settings(model=model, n_tokens=4, dim=2)
+def test_curves_a_model_lacks_are_said_not_drawn():
+    """A curve the model lacks is said in its plot; a plot whose every curve is ≡ 0 is
+    not drawn at all (no empty panel), and said under the slide."""
+    settings = Settings(model="value_matching", n_tokens=4, dim=2)
     frames, _ = slides.run_frames(settings, 0.1)
     fig = slides.slide_figure(slides.SlideRun.from_frames(settings, frames))
     ax = fig.slide_axes["kl"]
-    assert len(ax.get_lines()) == lines
-    assert note in ax.texts[0].get_text()
+    assert len(ax.get_lines()) == 1
+    assert "tracking bound Σ Bᵢ²/8: n/a for this model" in ax.texts[0].get_text()
+    settings = Settings(model="transformer", n_tokens=4, dim=2)
+    frames, _ = slides.run_frames(settings, 0.1)
+    fig = slides.slide_figure(slides.SlideRun.from_frames(settings, frames))
+    assert "kl" not in fig.slide_axes and "rate" not in fig.slide_axes
+    assert "the lag Σᵢ KL(Aᵢ‖A*ᵢ): ≡ 0 for this model" in fig._supxlabel.get_text()
+    for ax in fig.axes:
+        assert ax.get_lines() or ax.images or ax.collections or not ax.get_visible() \
+            or ax.get_label() == "<colorbar>", ax.get_title()
 
 
 @pytest.mark.slow
@@ -255,3 +261,79 @@ def test_a_lab_step_slide_draws_the_labs_plots(tmp_path):
     with pytest.raises(ValueError, match="tour step 1: A diagonal must be"):
         slides.tour_figures([{"lab_settings": {"kernel_diag": "x"}}], tmp_path / "bad")
     assert not (tmp_path / "bad").exists() or list((tmp_path / "bad").iterdir()) == []
+
+
+# -- issue #27, item 8: slides that show what their captions say ----------------------
+def _tour_slide(number, t_end):
+    """The slide of the shipped tour's step ``number`` run to ``t_end`` (as
+    ``tour_figures`` draws it: maps where they are informative, the step's guides)."""
+    from app import presets as presets_module
+    from app.tour import load_tour, slide_steps
+
+    step = slide_steps(load_tour(), presets_module.load_presets())[0][number - 1]
+    settings = Settings(**step["settings"])
+    frames, sim = slides.run_frames(settings, t_end, quench=step.get("quench"))
+    run = slides.SlideRun.from_frames(settings, frames, sim.changes, informative=True)
+    return slides.slide_figure(run, caption=step["text"],
+                               annotations=step["annotations"]), frames, step
+
+
+def test_the_relaxation_slide_draws_its_dashed_guide_and_the_relaxation():
+    """Step 1's caption names "the dashed guide with slope −2λ": the slide draws it, dashed,
+    of slope −2λ on the log axis through the lag after t = 5 (as the page does); its maps
+    are taken while A still differs from A* (not at the end, where A = A*), the time said
+    in their titles and marked on the time plots."""
+    fig, frames, step = _tour_slide(1, 6.0)
+    assert "dashed guide" in step["text"] and "kl_slope" in step["annotations"]
+    ax = fig.slide_axes["kl"]
+    (guide,) = [line for line in ax.get_lines() if line.get_gid() == "kl_slope"]
+    assert guide.get_linestyle() == "--"
+    t, kl = guide.get_xdata(), guide.get_ydata()
+    lam = step["settings"]["gamma"] / step["settings"]["beta"]
+    assert (np.log(kl[1]) - np.log(kl[0])) / (t[1] - t[0]) == pytest.approx(-2 * lam, rel=1e-9)
+    A = fig.slide_axes["A"].images[0].get_array()
+    S = fig.slide_axes["A*"].images[0].get_array()
+    assert np.abs(A - S).max() > 0.05  # the relaxation is visible
+    last = frames[-1]
+    assert np.abs(last.attention - last.softmax).max() < np.abs(A - S).max() / 5
+    shown = next(f for f in frames if np.array_equal(f.attention, A))
+    assert 0 < shown.t < frames[-1].t
+    assert f"t = {shown.t:.3g}" in fig.slide_axes["A"].get_title()
+    assert f"t = {shown.t:.3g}" in fig.slide_axes["A*"].get_title()
+    assert any(list(line.get_xdata()) == [shown.t, shown.t] for line in ax.get_lines())
+
+
+def test_the_sphere_slide_shows_the_clustering_not_empty_or_unbounded_panels():
+    """The sphere's slide: no empty "≡ 0" panels (lag, dissipation rate), no "energy
+    balance" of a model without one; the interaction energy under its maximum N²eᵝ/(2β)
+    and the cluster count falling; its two maps are the attention at the start and at the
+    end (A = A* for this model)."""
+    from dynamics import clustering as cl
+
+    fig, frames, step = _tour_slide(13, 3.0)  # at large β: metastable clusters
+    axes = fig.slide_axes
+    assert step["settings"]["model"] == "sphere"
+    assert not {"kl", "rate", "energy", "A*"} & set(axes)
+    (energy, maximum) = axes["interaction"].get_lines()
+    n, beta = frames[0].features.shape[0], step["settings"]["beta"]
+    top = cl.max_interaction_energy(n, beta)
+    assert maximum.get_ydata()[0] == pytest.approx(top)
+    e = energy.get_ydata()
+    assert np.all(e <= top * (1 + 1e-9)) and e[-1] > e[0]
+    np.testing.assert_allclose(e, [f.diagnostics["hamiltonian"] for f in frames])
+    counts = axes["clusters"].get_lines()[0].get_ydata()
+    assert counts[0] > counts[-1] >= 1
+    np.testing.assert_array_equal(axes["A"].images[0].get_array(), frames[0].attention)
+    np.testing.assert_array_equal(axes["A end"].images[0].get_array(), frames[-1].attention)
+    assert "Not drawn" in fig._supxlabel.get_text()
+
+
+def test_slide_file_names_keep_greek_letters_and_decimals(tmp_path):
+    paths = slides.tour_figures(
+        [{"title": "At large β, clusters wait", "settings": {"n_tokens": 3, "dim": 2},
+          "t_end": 0.05},
+         {"title": "β = 2.5. A quench", "settings": {"n_tokens": 3, "dim": 2},
+          "t_end": 0.05}], tmp_path, formats=("png",))
+    assert [p.name for p in paths] == ["01_At_large_beta_clusters_wait.png",
+                                       "02_beta_2.5_A_quench.png"]
+    assert slides.slide_stem("β quench at t = 3") == "beta_quench_at_t_3"

@@ -215,20 +215,33 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert not d.tour._panel.visible and not d.timeseries.guides.zero.visible
 
 
-def test_projector_mode_keeps_four_plots_in_large_type_and_undoes_itself():
+def test_projector_mode_keeps_five_plots_in_large_type_and_undoes_itself():
+    """A(t) beside A*(t) (issue #27: the comparison the lecture is about), the tokens, the
+    lag and the energy balance; no toolbar over the titles, no developer status line."""
     d = Dashboard(playing=False)
     d.__panel__()
-    before = {f: (f.visible, f.width, f.height) for f in d.plot_panes}
+    before = {f: (f.visible, f.width, f.height, f.toolbar_location, f.title.text)
+              for f in d.plot_panes}
     d.projector = True
     shown = [f for f in d.plot_panes if f.visible]
-    assert len(shown) == 4 and not d.sidebar.visible and not d.explanation_pane.visible
+    assert shown[:2] == [d.heatmaps.fig_attention, d.heatmaps.fig_softmax]
+    assert len(shown) == 5 and not d.sidebar.visible and not d.explanation_pane.visible
+    assert not d.status.visible and all(f.toolbar_location is None for f in shown)
     for fig in shown:
         for axis in (*fig.xaxis, *fig.yaxis):
             assert int(axis.axis_label_text_font_size.rstrip("px")) >= 18
             assert int(axis.major_label_text_font_size.rstrip("px")) >= 18
+    d.sidebar_toggle.value = True  # the controls opened as a drawer over the plots
+    assert d.sidebar.visible and d.sidebar.styles["position"] == "fixed"
+    d.settings.n_tokens = 7  # a new run: projector mode is done again, the drawer stays
+    assert d.sidebar_toggle.value and d.sidebar.styles["position"] == "fixed"
+    assert len([f for f in d.plot_panes if f.visible]) == 5
+    d.sidebar_toggle.value = False
     d.projector = False
-    assert {f: (f.visible, f.width, f.height) for f in d.plot_panes} == before
-    assert d.sidebar.visible and d.explanation_pane.visible
+    assert {f: (f.visible, f.width, f.height, f.toolbar_location, f.title.text)
+            for f in d.plot_panes} == before
+    assert d.sidebar.visible and d.explanation_pane.visible and d.status.visible
+    assert "position" not in d.sidebar.styles  # the drawer is the sidebar again
 
 
 def test_the_tour_exports_its_slides_at_once(tmp_path, capsys):
@@ -338,3 +351,23 @@ def test_a_model_change_that_puts_back_seed_weights_still_retunes_the_slope_guid
     d.settings.param.update(model="sphere", beta=3.0)
     assert d.settings.weights == "seed"
     assert d.timeseries.guides.lam == pytest.approx(d.settings.gamma / 3.0)
+
+
+@pytest.mark.parametrize("window, scale", [((0, 0), 1.0), ((1280, 720), 1.0),
+                                           ((1024, 768), 1.0), ((1920, 1080), 1.45),
+                                           ((3840, 2160), 2.0)])
+def test_projector_mode_scales_to_the_window(window, scale):
+    """Projector mode's sizes and type grow with the window the page reports (a 1920×1080
+    projector: 1.45 times), never below the 1280×720 sizes, at most twice them."""
+    from app.projector import SIZES
+
+    d = Dashboard(playing=False)
+    d.__panel__()
+    d.projector = True
+    d.projector_mode.window.param.update(inner_width=window[0], inner_height=window[1])
+    assert d.projector_mode.scale == pytest.approx(scale)
+    fig = d.heatmaps.fig_attention
+    assert (fig.width, fig.height) == tuple(round(v * scale) for v in SIZES["heatmap"])
+    assert fig.xaxis[0].axis_label_text_font_size == f"{round(18 * scale)}px"
+    d.projector = False
+    assert fig.width == 310 and fig.xaxis[0].axis_label_text_font_size != "18px"

@@ -1,5 +1,5 @@
 """Browser tier (issue #16, items 1–2): a class opened at a tour step by its link, in
-projector mode on a 1280×720 projector — four plots in large type, nothing to scroll,
+projector mode on a 1280×720 projector — five plots in large type, nothing to scroll,
 the arrow keys move through the tour."""
 
 import pytest
@@ -19,7 +19,7 @@ def test_a_link_opens_the_tour_at_a_step_in_projector_mode(browser, server):
         page.wait_for_selector(".bk-Canvas", timeout=60000)
         page.wait_for_timeout(2000)
         boxes = page.evaluate(PLOT_BOXES)
-        assert len(boxes) == 4, boxes
+        assert len(boxes) == 5, boxes  # A beside A*, the tokens, the lag, the energy
         for i, a in enumerate(boxes):
             assert a["x"] + a["w"] <= 1280 and a["y"] + a["h"] <= 720, a
             assert not any(_overlaps(a, b) for b in boxes[i + 1:])
