@@ -9,9 +9,11 @@ forms of the Theory page's Part II, a ``solve_ivp`` of the two-source lag).
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -236,6 +238,11 @@ def test_result_does_not_depend_on_where_workers_or_batching(client):
                                           where="cluster"), reference)
     for where in ("local", "auto"):
         xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, where=where), reference)
+    # an embedded cluster, started in a thread while the points run here, then closed
+    run = SweepRun(BASE, GRID, t_end=T_END, where="cluster", workers=2, processes=False)
+    xr.testing.assert_identical(run.run(), reference)
+    assert run.ran_on in ("cluster", "local") and run.local_points >= 1
+    assert not [t for t in threading.enumerate() if t.name == "sweep-cluster-start"]
 
 
 @pytest.mark.parametrize("most, calls", [(16, [5]), (2, [2, 2])])
@@ -434,7 +441,7 @@ def test_worker_processes_give_the_same_bits(client):
     """An embedded cluster of two worker processes against the in-process one."""
     reference = sweep(BASE, GRID, t_end=T_END, client=client)
     xr.testing.assert_identical(
-        sweep(BASE, GRID, t_end=T_END, workers=2, processes=True), reference)
+        sweep(BASE, GRID, t_end=T_END, workers=2, processes=True, where="cluster"), reference)
 
 
 # -- the command line ----------------------------------------------------------------------
@@ -516,60 +523,68 @@ def _stop(proc):
     proc.stderr.close()
 
 
+def _progress(err: str) -> list[int]:
+    """The counts of the CLI's progress bar, in the order written."""
+    return [int(k) for k in re.findall(r"\] (\d+)/\d+ points", err)]
+
+
 @pytest.mark.slow
-def test_scheduler_and_two_worker_processes_started_by_hand(tmp_path, monkeypatch):
-    """``dask scheduler`` and two ``dask worker`` processes on localhost: the CLI's
-    ``--scheduler`` sweep equals the in-process one; a worker killed mid-sweep has its
-    tasks rerun by the scheduler, and the sweep still completes with the same bits."""
+def test_cli_sweep_on_a_cluster_started_by_hand_survives_a_killed_worker(tmp_path):
+    """``dask scheduler`` and two ``dask worker`` processes (one thread each) on 127.0.0.1;
+    ``python -m dynamics sweep --scheduler ADDRESS``; one worker killed while it runs a
+    task of the sweep. The sweep completes: every point there once (the progress bar
+    counts each point once, up to the total), each equal bit for bit to the same sweep
+    run in this process; the killed worker's task was rerun on the other."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     procs = [_dask("scheduler", "--host", "127.0.0.1", "--port", str(port),
-                   "--dashboard-address", ":0")]
+                   "--dashboard-address", "127.0.0.1:0", "--no-show")]
+    sweep_proc = None
     try:
         for name in ("w1", "w2"):
             procs.append(_dask("worker", address, "--nthreads", "1", "--name", name,
-                               "--no-dashboard", "--no-nanny"))
+                               "--host", "127.0.0.1", "--no-dashboard", "--no-nanny"))
         with Client(address, timeout=60, set_as_default=False) as c:
             c.wait_for_workers(2, timeout=60)
-            reference = sweep(BASE, GRID, t_end=T_END, client=c)
-            with _cluster(2) as cluster, Client(cluster, set_as_default=False) as local:
-                xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=local),
-                                            reference)
-            # the CLI against the same cluster
-            monkeypatch.setenv("ATTENTION_DYNAMICS_CACHE", str(tmp_path / "cache"))
+            w1 = next(a for a, w in c.scheduler_info()["workers"].items() if w["name"] == "w1")
             out = tmp_path / "cli.nc"
-            proc = subprocess.run(
+            # 12 points of about 0.1-0.5 s each, one task each: the kill lands mid-sweep
+            sweep_proc = subprocess.Popen(
                 [sys.executable, "-m", "dynamics", "sweep", "--model", "attention", "--path",
                  "oscillation", "--n-tokens", "4", "--dim", "2", "--dt", "0.02", "--grid",
-                 "beta=0.5,1,4", "--grid", "gamma=0.3,3", "--t-end", "1", "--out", str(out),
-                 "--scheduler", address, "--no-cache"],
-                capture_output=True, text=True, timeout=300)
-            assert proc.returncode == 0, proc.stderr
-            with xr.open_dataset(out, engine="scipy") as ds:
-                for name in reference.data_vars:
-                    assert_same_bits(ds[name].values, reference[name].values)
-            # kill a worker while it holds tasks: the scheduler reruns them elsewhere
-            grid = {"beta": list(np.geomspace(0.5, 4, 6)), "gamma": [0.3, 3.0]}
-            killed = []
-
-            def kill_one(results, done, total):
-                if not killed:
-                    procs[1].kill()
-                    killed.append(done)
-
-            run = SweepRun(BASE, grid, t_end=4.0, client=c, batch_size=1, on_batch=kill_one)
-            ds = run.run()
-            assert killed and run.done == 12 and np.all(ds["status"].values == "completed")
+                 "beta=0.5:4:log:6", "--grid", "gamma=0.3,3", "--t-end", "8", "--out",
+                 str(out), "--scheduler", address, "--where", "cluster", "--batch-size", "1",
+                 "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            deadline = time.monotonic() + 120
+            held = ()
+            while not held and sweep_proc.poll() is None and time.monotonic() < deadline:
+                held = c.processing().get(w1, ())
+                time.sleep(0.02)
+            procs[1].kill()  # while w1 holds a task of the sweep
+            stdout, stderr = sweep_proc.communicate(timeout=180)
             assert procs[1].wait(10) != 0  # w1 was killed, not closed
             deadline = time.monotonic() + 30
             while len(c.scheduler_info()["workers"]) > 1 and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert [w["name"] for w in c.scheduler_info()["workers"].values()] == ["w2"]
-            for (i, j), _ in grid_points({k: range(len(v)) for k, v in grid.items()})[::5]:
-                _, expected = plain(BASE, {"beta": grid["beta"][i], "gamma": grid["gamma"][j]},
-                                    t_end=4.0)
-                assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
+        assert held, "w1 ran no task of the sweep before it ended"
+        assert sweep_proc.returncode == 0, stderr
+        summary = json.loads(stdout)
+        assert summary["status"] == {"completed": 12} and summary["ran_on"] == "cluster"
+        counts = _progress(stderr)
+        assert counts == sorted(set(counts)) and counts[-1] == 12  # each point once
+        base = Settings(model="attention", path="oscillation", n_tokens=4, dim=2, dt=0.02)
+        here = SweepRun(base, dict(parse_axis(a) for a in ("beta=0.5:4:log:6", "gamma=0.3,3")),
+                        t_end=8.0, where="local")
+        reference = here.run()
+        with xr.open_dataset(out, engine="scipy") as ds:
+            for name in reference.data_vars:
+                assert_same_bits(ds[name].values, reference[name].values)
     finally:
+        if sweep_proc is not None and sweep_proc.poll() is None:
+            sweep_proc.kill()
+            sweep_proc.communicate()
         for proc in reversed(procs):
             _stop(proc)
 
@@ -586,7 +601,7 @@ def test_ctrl_c_cancels_a_cli_sweep_and_leaves_no_worker(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "dynamics", "sweep", "--model", "canonical", "--grid",
          "beta=0.1:10:log:8", "--grid", "gamma=0.1:10:log:8", "--t-end", "5", "--out",
-         str(out), "--workers", "2", "--batch-size", "1", "--no-cache"],
+         str(out), "--workers", "2", "--batch-size", "1", "--no-cache", "--where", "cluster"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
