@@ -207,7 +207,7 @@ def _scheduler_client(parser, address: str):
 
 
 def _sweep_main(parser, args) -> int:
-    from .sweeps import SweepRun, cache_path, parse_axis
+    from .sweeps import SweepRun, cache_path, netcdf_bytes, parse_axis
 
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
@@ -246,7 +246,7 @@ def _sweep_main(parser, args) -> int:
     try:
         from .trajectory import _write_atomically
 
-        _write_atomically(args.out, bytes(result.to_netcdf(engine="scipy")))
+        _write_atomically(args.out, netcdf_bytes(result))
     except OSError as err:
         print(f"error: cannot write --out {args.out!r}: {err.strerror or err}", file=sys.stderr)
         return 1
