@@ -585,6 +585,19 @@ def predict_schedule(sizes: Sequence[int], cost, workers: int, startup=0.0,
                     tuple(finish))
 
 
+def free_cores() -> int:
+    """Cores of this machine that other processes leave free: the core count less the
+    load average of the last minute (this process's own share of it, one core, counted
+    as free); at least 1. On a busy machine more worker processes only share the same
+    cores, and their start-up costs the points running here."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on every platform
+        return cores
+    return max(1, min(cores, int(cores - max(load - 1.0, 0.0) + 0.5)))
+
+
 def cluster_pays(n_points: int, cost: float, threads: int, startup: float) -> bool:
     """Whether ``n_points`` of ``cost`` seconds each end sooner on ``threads`` workers
     ready after ``startup`` seconds (:func:`predict_schedule` of :func:`task_sizes`)
@@ -830,10 +843,14 @@ class SweepRun:
                 starter.close()
 
     def _prospect(self) -> tuple[int, float]:
-        """Worker threads and start-up seconds of the cluster a sweep would run on."""
+        """Worker threads and start-up seconds of the cluster a sweep would run on (an
+        embedded one: as many workers as cores are free, :func:`free_cores`)."""
         if self.client is not None and hasattr(self.client, "submit"):
             return sum(self.client.nthreads().values()), CLIENT_STARTUP_S
-        return self.workers or os.cpu_count() or 1, CLUSTER_STARTUP_S
+        workers = self.workers or os.cpu_count() or 1
+        if self.client is None:
+            workers = min(workers, free_cores())
+        return workers, CLUSTER_STARTUP_S
 
     def _record(self, results: list) -> None:
         for idx, res in results:
@@ -1037,6 +1054,6 @@ def two_source_lag_amplitude(beta, gamma, omega, amplitude):
 
 __all__ = ["CACHE_ENV", "METRICS", "STATUSES", "WHERE", "Metric", "Schedule", "SweepRun",
            "cache_dir", "cache_path", "check_grid", "cluster_pays", "default_metrics",
-           "grid_points", "lab_metrics", "netcdf_bytes", "parse_axis", "predict_schedule",
-           "run_batch", "run_point", "split", "sweep", "sweep_key", "task_sizes",
-           "trajectory_metrics", "two_source_lag_amplitude"]
+           "free_cores", "grid_points", "lab_metrics", "netcdf_bytes", "parse_axis",
+           "predict_schedule", "run_batch", "run_point", "split", "sweep", "sweep_key",
+           "task_sizes", "trajectory_metrics", "two_source_lag_amplitude"]

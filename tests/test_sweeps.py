@@ -380,6 +380,24 @@ def test_auto_goes_to_a_cluster_only_when_the_schedule_model_says_it_pays(client
     assert given.ran_on == "local"
 
 
+def test_an_embedded_cluster_counts_only_the_free_cores(monkeypatch):
+    """On a busy machine more worker processes share the same cores: ``auto`` sizes the
+    embedded cluster it weighs by the cores the load average leaves free."""
+    import dynamics.sweeps as sweeps
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    for load, free in [(0.3, 16), (1.0, 16), (5.0, 12), (15.4, 2), (40.0, 1)]:
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert sweeps.free_cores() == free
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (12.0, 12.0, 12.0))
+    monkeypatch.setattr(sweeps, "CLUSTER_STARTUP_S", 0.0)
+    monkeypatch.setattr(sweeps, "MIN_TASK_S", 0.0)
+    run = SweepRun(BASE, GRID, T_END, processes=False)  # a cluster would be free to start
+    run.run()
+    assert run.ran_on == "local" and run.local_points == 6
+
+
 def test_where_is_checked():
     with pytest.raises(ValueError, match="where must be one of auto, local, cluster"):
         SweepRun(BASE, GRID, T_END, where="gpu")
