@@ -144,9 +144,12 @@ def _add_sweep_parser(sub) -> None:
     from .sweeps import METRICS, WHERE, cache_dir
 
     sweep = sub.add_parser(
-        "sweep", help="run a grid of settings on dask.distributed and write a metric map",
+        "sweep", help="run a grid of settings (here or on dask.distributed) and write a "
+                      "metric map",
         description="Run the base settings at every point of a grid (one --grid per swept "
-                    "setting) and write one variable per metric to a NetCDF file. A finished "
+                    "setting) and write one variable per metric to a NetCDF file. The points "
+                    "run in this process or on a dask cluster, whichever the first point's "
+                    "cost says ends sooner (--where forces either). A finished "
                     f"sweep is cached in {cache_dir()} ($ATTENTION_DYNAMICS_CACHE) and "
                     "reused when run again with the same settings.")
     _add_setting_flags(sweep)
