@@ -210,7 +210,7 @@ def _scheduler_client(parser, address: str):
 
 
 def _sweep_main(parser, args) -> int:
-    from .sweeps import SweepRun, cache_path, netcdf_bytes, parse_axis
+    from .sweeps import SweepRun, cache_path, dask_kept_out, netcdf_bytes, parse_axis
 
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
@@ -236,7 +236,7 @@ def _sweep_main(parser, args) -> int:
             return 1
         run.client = client
     try:
-        result = run.run()
+        result = run.run(keep_dask_out=True)
     except KeyboardInterrupt:
         run.cancel()
         print("\nsweep cancelled", file=sys.stderr)
@@ -249,7 +249,8 @@ def _sweep_main(parser, args) -> int:
     try:
         from .trajectory import _write_atomically
 
-        _write_atomically(args.out, netcdf_bytes(result))
+        with dask_kept_out():  # this process ends here: Dask is of no use to it
+            _write_atomically(args.out, netcdf_bytes(result))
     except OSError as err:
         print(f"error: cannot write --out {args.out!r}: {err.strerror or err}", file=sys.stderr)
         return 1

@@ -26,6 +26,7 @@ xarray is imported when a sweep runs, Dask only when it goes to a cluster, so
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -36,6 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -633,6 +635,30 @@ def sweep_key(base: Mapping, grid: Mapping, t_end: float, metrics: Sequence[str]
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+@contextmanager
+def dask_kept_out():
+    """While active, ``import dask`` and ``import distributed`` raise ``ImportError``
+    (nothing changes where Dask is imported already).
+
+    For a process that has no use for Dask after its sweep ran here (the command line):
+    xarray imports ``dask.array`` to build any Dataset where Dask is installed (a few
+    tenths of a second of a small sweep's start-up), and remembers Dask as missing for
+    the rest of the process.
+    """
+    if "dask" in sys.modules:
+        yield
+        return
+    blocked = [name for name in ("dask", "distributed") if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
 def netcdf_bytes(ds) -> bytes:
     """``ds.to_netcdf(engine="scipy")`` as bytes, without importing ``dask.distributed``.
 
@@ -775,8 +801,12 @@ class SweepRun:
         values = {n: self.grid[n][i] for n, i in zip(self.grid, index, strict=True)}
         return Settings(**{**self.base, **values})
 
-    def run(self):
+    def run(self, keep_dask_out: bool = False):
         """Run the sweep (blocking) and return its ``xarray.Dataset``.
+
+        ``keep_dask_out``: where Dask is not imported when the points are done (they ran
+        here), build the result and the cache file without importing it
+        (:func:`dask_kept_out`: for a process that ends after the sweep).
 
         Where it runs (``where``): one point first runs here, its time the estimated
         cost per point; with ``auto`` the rest stays here unless the schedule model
@@ -787,24 +817,29 @@ class SweepRun:
         tasks of :func:`task_sizes`. ``ran_on`` says where it ran.
         """
         self.local_points, self.ran_on = 0, "local"
+        def light():
+            return dask_kept_out() if keep_dask_out else contextlib.nullcontext()
+
         if self.cache:
             path = cache_path(self.key)
             if os.path.exists(path):
-                import xarray as xr
+                with light():
+                    import xarray as xr
 
-                with xr.open_dataset(path, engine="scipy") as ds:
-                    result = ds.load()
+                    with xr.open_dataset(path, engine="scipy") as ds:
+                        result = ds.load()
                 self.done, self.cached, self.ran_on = self.total, True, "cache"
                 if self.on_batch is not None:
                     self.on_batch(_results_of(result, self), self.total, self.total)
                 return result
         self._execute()
-        result = self.dataset()
-        if self.cache and not self.cancelled:
-            from .trajectory import _write_atomically
+        with light():
+            result = self.dataset()
+            if self.cache and not self.cancelled:
+                from .trajectory import _write_atomically
 
-            os.makedirs(cache_dir(), exist_ok=True)
-            _write_atomically(cache_path(self.key), netcdf_bytes(result))
+                os.makedirs(cache_dir(), exist_ok=True)
+                _write_atomically(cache_path(self.key), netcdf_bytes(result))
         return result
 
     def _execute(self) -> None:
@@ -1053,7 +1088,7 @@ def two_source_lag_amplitude(beta, gamma, omega, amplitude):
 
 
 __all__ = ["CACHE_ENV", "METRICS", "STATUSES", "WHERE", "Metric", "Schedule", "SweepRun",
-           "cache_dir", "cache_path", "check_grid", "cluster_pays", "default_metrics",
-           "free_cores", "grid_points", "lab_metrics", "netcdf_bytes", "parse_axis",
-           "predict_schedule", "run_batch", "run_point", "split", "sweep", "sweep_key",
-           "task_sizes", "trajectory_metrics", "two_source_lag_amplitude"]
+           "cache_dir", "cache_path", "check_grid", "cluster_pays", "dask_kept_out",
+           "default_metrics", "free_cores", "grid_points", "lab_metrics", "netcdf_bytes",
+           "parse_axis", "predict_schedule", "run_batch", "run_point", "split", "sweep",
+           "sweep_key", "task_sizes", "trajectory_metrics", "two_source_lag_amplitude"]

@@ -351,6 +351,30 @@ def test_a_small_sweep_runs_here_without_starting_a_cluster(tmp_path):
         assert_same_bits(value, expected["kl_mean"])
 
 
+def test_cli_sweep_run_here_imports_no_dask_and_writes_the_same_file(tmp_path):
+    """``python -m dynamics sweep`` of a few short points: Dask is never imported (xarray
+    would import ``dask.array`` for the result and its file), the file is byte for byte
+    the one written where Dask is imported, and Dask imports fine afterwards."""
+    out = tmp_path / "light.nc"
+    argv = ["sweep", "--model", "attention", "--path", "oscillation", "--n-tokens", "4",
+            "--dim", "2", "--dt", "0.02", "--grid", "beta=0.5,2", "--t-end", "0.5",
+            "--metric", "kl_mean", "--out", str(out), "--no-cache", "--quiet"]
+    code = ("import json, sys\n"
+            "from dynamics.cli import main\n"
+            f"assert main({argv!r}) == 0\n"
+            "seen = sorted({'dask', 'distributed'} & set(sys.modules))\n"
+            "import dask.array\n"
+            "print(json.dumps(seen))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    from dynamics.sweeps import netcdf_bytes
+
+    ds = sweep(BASE, {"beta": [0.5, 2.0]}, 0.5, ["kl_mean"], where="local")
+    assert out.read_bytes() == netcdf_bytes(ds)
+
+
 def test_auto_goes_to_a_cluster_only_when_the_schedule_model_says_it_pays(client, monkeypatch):
     """``where="auto"``: the cluster's start-up against the points' estimated cost. A
     client given as a callable is called only when the sweep goes to a cluster; a given

@@ -76,6 +76,7 @@ CASES = {"one point": (1, "difference <= 0.5 s"), "8 x 8": (8, "<= 0.65"),
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(7200)
 @pytest.mark.parametrize("case", list(CASES))
 def test_sweep_against_the_user_s_script(benchmark, case, tmp_path):
     n, target = CASES[case]
