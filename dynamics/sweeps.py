@@ -587,6 +587,21 @@ def predict_schedule(sizes: Sequence[int], cost, workers: int, startup=0.0,
                     tuple(finish))
 
 
+def running_client():
+    """The process's default ``distributed.Client`` (one a user made, e.g. in a notebook)
+    if it is running, else None; never imports ``distributed`` (without it no client can
+    exist)."""
+    if sys.modules.get("distributed") is None:
+        return None
+    from distributed import default_client
+
+    try:
+        client = default_client()
+    except ValueError:  # no default client
+        return None
+    return client if client.status == "running" else None
+
+
 def free_cores() -> int:
     """Cores of this machine that other processes leave free: the core count less the
     load average of the last minute (this process's own share of it, one core, counted
@@ -847,6 +862,8 @@ class SweepRun:
         # throughout), so any run of consecutive points is a fair sample of the grid
         order = np.random.default_rng(0).permutation(len(self.points))
         queue = deque((self.points[k][0], {**self.base, **self.points[k][1]}) for k in order)
+        if self.client is None and self.where != "local":
+            self.client = running_client()  # a client made in this process is reused
         starter = _ClusterStarter(self) if self.where == "cluster" else None
         try:
             t0 = time.perf_counter()
@@ -1090,5 +1107,6 @@ def two_source_lag_amplitude(beta, gamma, omega, amplitude):
 __all__ = ["CACHE_ENV", "METRICS", "STATUSES", "WHERE", "Metric", "Schedule", "SweepRun",
            "cache_dir", "cache_path", "check_grid", "cluster_pays", "dask_kept_out",
            "default_metrics", "free_cores", "grid_points", "lab_metrics", "netcdf_bytes",
-           "parse_axis", "predict_schedule", "run_batch", "run_point", "split", "sweep",
-           "sweep_key", "task_sizes", "trajectory_metrics", "two_source_lag_amplitude"]
+           "parse_axis", "predict_schedule", "run_batch", "run_point", "running_client",
+           "split", "sweep", "sweep_key", "task_sizes", "trajectory_metrics",
+           "two_source_lag_amplitude"]

@@ -422,6 +422,18 @@ def test_an_embedded_cluster_counts_only_the_free_cores(monkeypatch):
     assert run.ran_on == "local" and run.local_points == 6
 
 
+def test_a_client_made_in_this_process_is_reused():
+    """A default ``Client`` (one a user made, as in a notebook) runs the sweep: no
+    cluster of the sweep's own is started."""
+    with _cluster(2) as cluster, Client(cluster) as mine:  # the default client
+        run = SweepRun(BASE, GRID, T_END, where="cluster")
+        ds = run.run()
+        assert run.ran_on == "cluster" and run.client is mine
+        assert not [t for t in threading.enumerate() if t.name == "sweep-cluster-start"]
+        assert len(cluster.workers) == 2
+    xr.testing.assert_identical(ds, sweep(BASE, GRID, T_END, where="local"))
+
+
 def test_where_is_checked():
     with pytest.raises(ValueError, match="where must be one of auto, local, cluster"):
         SweepRun(BASE, GRID, T_END, where="gpu")
