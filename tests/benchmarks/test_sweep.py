@@ -42,7 +42,7 @@ from .conftest import record, side_by_side
 BASE = Settings(model="canonical", n_tokens=8, dim=4, dt=0.01)
 GRID = {"beta": list(np.geomspace(0.3, 3, 8)), "gamma": list(np.geomspace(0.3, 30, 8))}
 T_END, METRICS = 2.0, ["kl_mean", "dissipated", "energy_residual_max"]
-ROUNDS = 5
+ROUNDS = int(os.environ.get("SWEEP_BENCH_ROUNDS", "5"))
 
 
 def _points():
@@ -61,6 +61,7 @@ def _single_runs(t_end):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_sweep_workers_and_overhead(benchmark):
     benchmark.group = "sweep on dask.distributed"
     t_end = T_END if not benchmark.disabled else 0.05
