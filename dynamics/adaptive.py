@@ -45,7 +45,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import energy as en
-from .explicit import ExplicitStepper, explicit_suits
+from .explicit import ExplicitStepper, explicit_states, explicit_suits
 from .exprk import ExponentialStepper, exponential_suits
 from .logits import centre_rows
 from .models.part_one import score_rate
@@ -265,14 +265,21 @@ def _at(state, t):
 
 
 
-def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: float | None):
+def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: float | None,
+                      diagnostics: bool = True):
     """:func:`~dynamics.trajectory.simulate` with ``rtol`` (see the module docstring):
-    a frame every ``every`` kept steps, the first at ``t = 0`` and the last at ``t_end``."""
+    a frame every ``every`` kept steps, the first at ``t = 0`` and the last at ``t_end``.
+    ``diagnostics=False``: the states only (the non-stiff canonical branch then skips
+    the diagnostics' work, :func:`~dynamics.explicit.explicit_states`)."""
     from .simulation import Simulation
     from .trajectory import Trajectory
 
     rtol = _tolerance("rtol", rtol)
     atol = 1e-2 * rtol if atol is None else _tolerance("atol", atol)
+    if not diagnostics:
+        traj = _states_only(settings, t_end, every, rtol, atol)
+        if traj is not None:
+            return traj
     sim = Simulation(settings)
     if sim.logit_noise > 0.0:
         raise ValueError("rtol needs a deterministic run: logit_noise must be 0 with rtol "
@@ -298,6 +305,8 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
         sim.advance(0)  # the deferred diagnostics of the state reported
         frames.append(sim.frame())
     traj = Trajectory.from_frames(settings, frames, sim)
+    if not diagnostics:
+        traj.diagnostics = {"t": traj.times}
     if isinstance(stepper, ExplicitStepper):  # DOP853 or the exponential method
         traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,
                       "method": stepper.method, "nfev": stepper.nfev}
@@ -307,6 +316,31 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
                       "method": " and ".join(name for name, n in (
                           ("composition", stepper.composed), ("step doubling", doubled))
                           if n) or "none"}
+    return traj
+
+
+def _states_only(settings, t_end, every, rtol, atol):
+    """The states of a non-stiff canonical run without the engine (its problem and initial
+    state built as :class:`~dynamics.Simulation` builds them), or None for any other run
+    or one that stops early (the full run then says where and why)."""
+    from . import models
+    from .trajectory import Trajectory
+
+    values = settings.values()
+    spec = models.get(values["model"])
+    if spec.name != "canonical" or values["logit_noise"] > 0.0:
+        return None
+    problem, state = spec.build(values, {})
+    if explicit_suits(problem) is not None:
+        return None
+    states = explicit_states(problem, state, t_end, every, rtol, atol, values["norm_limit"])
+    if states is None:
+        return None
+    times, X, P, A, steps = states
+    traj = Trajectory(settings=values, times=np.array(times), features=np.stack(X),
+                      momenta=np.stack(P), attention=np.stack(A),
+                      diagnostics={"t": np.array(times)})
+    traj.steps = steps
     return traj
 
 

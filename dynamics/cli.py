@@ -143,12 +143,15 @@ def _add_setting_flags(parser) -> None:
 
 
 def _add_sweep_parser(sub) -> None:
-    from .sweeps import METRICS, cache_dir
+    from .sweeps import METRICS, WHERE, cache_dir
 
     sweep = sub.add_parser(
-        "sweep", help="run a grid of settings on dask.distributed and write a metric map",
+        "sweep", help="run a grid of settings (here or on dask.distributed) and write a "
+                      "metric map",
         description="Run the base settings at every point of a grid (one --grid per swept "
-                    "setting) and write one variable per metric to a NetCDF file. A finished "
+                    "setting) and write one variable per metric to a NetCDF file. The points "
+                    "run in this process or on a dask cluster, whichever the first point's "
+                    "cost says ends sooner (--where forces either). A finished "
                     f"sweep is cached in {cache_dir()} ($ATTENTION_DYNAMICS_CACHE) and "
                     "reused when run again with the same settings.")
     _add_setting_flags(sweep)
@@ -163,6 +166,10 @@ def _add_sweep_parser(sub) -> None:
     sweep.add_argument("--scheduler", metavar="ADDRESS",
                        help="run on an existing dask cluster (tcp://host:port) instead of "
                             "an embedded LocalCluster")
+    sweep.add_argument("--where", choices=WHERE, default="auto",
+                       help="auto (default): in this process or on a cluster, whichever the "
+                            "first point's cost says ends sooner; local: every point in this "
+                            "process; cluster: on the cluster")
     sweep.add_argument("--workers", type=int, default=None,
                        help="workers of the embedded cluster (default: the machine's cores)")
     sweep.add_argument("--batch-size", type=int, default=None,
@@ -181,12 +188,38 @@ def _progress_bar(results, done, total) -> None:
     stream.flush()
 
 
+def _scheduler_client(parser, address: str):
+    """A ``Client`` of the running scheduler ``--scheduler ADDRESS``: exit status 2 for an
+    address that is not one, None (after a message) for a scheduler that does not answer."""
+    import socket
+
+    from distributed import Client
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location) if scheme in ("tcp", "tls") else (None, None)
+    except ValueError as err:
+        parser.error(f"--scheduler {address!r} is not a scheduler address "
+                     f"(tcp://host:port): {err}")
+    try:
+        if host is not None:  # a closed port: said at once, not after the client's retries
+            socket.create_connection((host, port), timeout=5).close()
+        return Client(address, timeout=20, set_as_default=False)
+    except OSError as err:
+        print(f"error: cannot reach --scheduler {address!r}: {err}", file=sys.stderr)
+        return None
+
+
 def _sweep_main(parser, args) -> int:
-    from .sweeps import SweepRun, cache_path, parse_axis
+    from .sweeps import SweepRun, cache_path, dask_kept_out, netcdf_bytes, parse_axis
 
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         parser.error(f"--out {args.out!r}: folder {folder!r} does not exist or is not writable")
+    if args.scheduler and args.where == "local":
+        parser.error("--where local runs every point in this process: drop --scheduler "
+                     f"{args.scheduler!r} or choose --where cluster or auto")
     given = {k: v for k, v in vars(args).items() if k in Settings.names() and v is not None}
     try:
         grid = dict(parse_axis(text) for text in args.grid)
@@ -194,22 +227,18 @@ def _sweep_main(parser, args) -> int:
             raise ValueError("--grid: a setting is swept twice")
         run = SweepRun(Settings(**given), grid, args.t_end, args.metrics, every=args.every,
                        batch_size=args.batch_size, workers=args.workers,
-                       cache=not args.no_cache,
+                       cache=not args.no_cache, where=args.where,
                        on_batch=None if args.quiet else _progress_bar)
     except ValueError as err:
         parser.error(str(err))
     client = None
     if args.scheduler:
-        from distributed import Client
-
-        try:
-            client = Client(args.scheduler, timeout=20, set_as_default=False)
-        except OSError as err:
-            print(f"error: cannot reach --scheduler {args.scheduler!r}: {err}", file=sys.stderr)
+        client = _scheduler_client(parser, args.scheduler)
+        if client is None:
             return 1
         run.client = client
     try:
-        result = run.run()
+        result = run.run(keep_dask_out=True)
     except KeyboardInterrupt:
         run.cancel()
         print("\nsweep cancelled", file=sys.stderr)
@@ -222,7 +251,8 @@ def _sweep_main(parser, args) -> int:
     try:
         from .trajectory import _write_atomically
 
-        _write_atomically(args.out, bytes(result.to_netcdf(engine="scipy")))
+        with dask_kept_out():  # this process ends here: Dask is of no use to it
+            _write_atomically(args.out, netcdf_bytes(result))
     except OSError as err:
         print(f"error: cannot write --out {args.out!r}: {err.strerror or err}", file=sys.stderr)
         return 1
@@ -230,7 +260,8 @@ def _sweep_main(parser, args) -> int:
     for status in result["status"].values.ravel():
         counts[str(status)] = counts.get(str(status), 0) + 1
     print(json.dumps({"out": args.out, "points": run.total, "status": counts,
-                      "cached": run.cached}))
+                      "cached": run.cached, "ran_on": run.ran_on,
+                      "local_points": run.local_points}))
     return 0
 
 

@@ -381,5 +381,47 @@ class ExplicitStepper(Stepper):
         return 1
 
 
-__all__ = ["EXPLICIT_RATE", "ExplicitStepper", "bound_steps", "canonical_field", "first_step",
-           "explicit_suits"]
+def explicit_states(problem, st: State, t_end: float, every: int, rtol: float, atol: float,
+                    norm_limit: float = math.inf):
+    """The states of :class:`ExplicitStepper`'s run of ``problem`` from ``st`` without its
+    diagnostics.
+
+    The same solver, first step and field (``∫D`` included: the error control, hence the
+    steps, are the full run's), so the states are the full run's, bit for bit; the
+    engine, the tracking bound's quadrature and the frames' diagnostics are left out.
+
+    Returns
+    -------
+    (times, X, P, A, steps) or None
+        Lists with one entry per recorded state (the first at ``t = 0``, then every
+        ``every`` steps and the last at ``t_end``) and the run's step counts (as
+        ``Trajectory.steps``); None if the run stops early (a failed step, a state not
+        finite or past the norm limit): the full run says where and why.
+    """
+    N, d = st.X.shape
+    stepper = ExplicitStepper(problem, rtol=rtol, atol=atol, t_end=t_end)
+    stepper._restart(st)
+    solver, nx, nz = stepper._solver, N * d, N * N
+    limit = norm_limit
+    times, X, P, A = [st.t], [st.X], [st.P], [st.A]
+    steps = 0
+    while solver.status == "running":
+        solver.step()
+        y = solver.y
+        if solver.status == "failed" or not np.all(np.isfinite(y)) \
+                or math.sqrt(float(np.vdot(y[:nx], y[:nx]))) > limit:
+            return None
+        steps += 1
+        if steps % every == 0 or solver.status != "running":
+            times.append(solver.t)
+            X.append(y[:nx].reshape(N, d).copy())
+            P.append(y[nx:2 * nx].reshape(N, d).copy())
+            A.append(en.rowsoftmax(centre_rows(y[2 * nx:2 * nx + nz].reshape(N, N)),
+                                   centred=True))
+    stepper.accepted = steps
+    return times, X, P, A, {"accepted": steps, "rejected": stepper.rejected,
+                            "method": stepper.method, "nfev": stepper.nfev}
+
+
+__all__ = ["EXPLICIT_RATE", "ExplicitStepper", "bound_steps", "canonical_field",
+           "explicit_states", "explicit_suits", "first_step"]

@@ -6,27 +6,38 @@ base settings with the grid's values put in) and reduces each run to a few numbe
 swept setting, one variable per metric, a ``status`` and a ``message`` per point, and the
 base settings as attributes.
 
-The points are grouped into batches (one task each) and run on a ``dask.distributed``
-cluster: an embedded ``LocalCluster`` sized to the machine by default, or any cluster a
-``Client`` is connected to (``dask scheduler`` and ``dask worker`` started by hand). A
-point runs exactly as a plain ``simulate`` of the same settings, so the result depends
-neither on the number of workers nor on the batching. A point that diverges, fails or
-raises is recorded as such (``status``, ``message``, NaN metrics); it never stops the
-sweep. :class:`SweepRun` runs a sweep that can be watched (a callback per finished
-batch) and cancelled; a task lost with a killed worker is rerun by the scheduler.
+A sweep runs in this process or on a ``dask.distributed`` cluster (an embedded
+``LocalCluster`` sized to the machine, or any cluster a ``Client`` is connected to:
+``dask scheduler`` and ``dask worker`` started by hand): its first point, run here, gives
+the cost per point, and a small schedule model (:func:`predict_schedule`) says whether a
+cluster, its start-up included, ends sooner (``where="auto"``; ``"local"`` and
+``"cluster"`` force either). On a cluster the points go in tasks whose sizes follow the
+number of workers and the cost per point (:func:`task_sizes`); an embedded cluster starts
+while points keep running here. A point runs exactly as a plain ``simulate`` of the same
+settings, so the result depends neither on where it runs nor on the batching. A point
+that diverges, fails or raises is recorded as such (``status``, ``message``, NaN
+metrics); it never stops the sweep. :class:`SweepRun` runs a sweep that can be watched
+(a callback per finished batch) and cancelled; a task lost with a killed worker is rerun
+by the scheduler.
 
-Dask and xarray are imported when a sweep runs, so ``import dynamics`` stays fast.
+xarray is imported when a sweep runs, Dask only when it goes to a cluster, so
+``import dynamics`` stays fast and a small sweep starts at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import math
 import os
+import sys
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,9 +99,38 @@ STATUSES = ("completed", "diverged", "failed", "error", "cancelled")
 CACHE_ENV = "ATTENTION_DYNAMICS_CACHE"
 
 
-#: Tasks per worker thread when the batch size is not given: enough for the last tasks
-#: to even out the workers, few enough for the scheduling to stay a small cost.
+#: Tasks per worker thread of :func:`split` (the tasks of a sweep when the cost per point
+#: is not known): enough for the last tasks to even out the workers, few enough for the
+#: scheduling to stay a small cost.
 TASKS_PER_THREAD = 4
+
+#: Where a sweep runs: ``auto`` (chosen from its estimated cost, :meth:`SweepRun.run`),
+#: ``local`` (in this process, one task after the other) or ``cluster`` (dask).
+WHERE = ("auto", "local", "cluster")
+
+#: Seconds an embedded ``LocalCluster`` takes to be ready, its workers' first imports
+#: included (measured ≈ 1.9 s for two worker processes on 2 cores, issue #32).
+CLUSTER_STARTUP_S = 2.5
+
+#: Seconds a running cluster (a ``Client`` given) adds before its first result: the
+#: round trip of the first tasks and, on fresh workers, their first imports.
+CLIENT_STARTUP_S = 0.3
+
+#: Seconds of scheduling per task (submit, schedule, return a result): a few
+#: milliseconds on ``dask.distributed``, counted by the schedule model.
+TASK_OVERHEAD_S = 0.005
+
+#: Shortest task worth its scheduling, in estimated seconds of points.
+MIN_TASK_S = 0.1
+
+#: Task sizes decrease as ``⌈remaining / (GUIDED · threads)⌉`` (guided self-scheduling):
+#: the first tasks are large, the last ones small enough that no worker idles long at
+#: the end.
+GUIDED = 2
+
+#: Seconds a chunk of points run in this process lasts (estimated) while a cluster starts:
+#: short enough for the cluster to take over soon after it is ready.
+LOCAL_CHUNK_S = 0.5
 
 #: Most runs of a task stepped together by one ``simulate_batch`` call (their
 #: trajectories are held at once: a task may have hundreds of points).
@@ -446,6 +486,145 @@ def split(points: Sequence, threads: int, batch_size: int | None = None) -> list
     return [list(points[i::n_batches]) for i in range(n_batches)]
 
 
+def task_sizes(n_points: int, threads: int, cost: float | None = None,
+               batch_size: int | None = None) -> list[int]:
+    """Points per task, in the order the tasks are handed out.
+
+    Guided self-scheduling: each task takes ``⌈remaining / (GUIDED · threads)⌉`` points,
+    so the first tasks are large (few tasks, little scheduling) and the last ones small
+    (the workers finish together); no task is estimated shorter than :data:`MIN_TASK_S`
+    (``cost`` seconds per point). ``batch_size`` fixes every size instead.
+
+    Parameters
+    ----------
+    n_points : int
+    threads : int
+        Worker threads of the cluster.
+    cost : float, optional
+        Estimated seconds per point (unknown: no lower bound on a task's size).
+    batch_size : int, optional
+        Points per task, given by the user.
+
+    Returns
+    -------
+    list of int
+        Positive sizes summing to ``n_points``.
+    """
+    if batch_size:
+        return [batch_size] * (n_points // batch_size) + [n_points % batch_size] * bool(
+            n_points % batch_size)
+    smallest = max(1, math.ceil(MIN_TASK_S / cost)) if cost and cost > 0 else 1
+    sizes, left = [], n_points
+    while left > 0:
+        size = min(left, max(smallest, math.ceil(left / (GUIDED * max(threads, 1)))))
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What :func:`predict_schedule` predicts.
+
+    Attributes
+    ----------
+    makespan : float
+        Seconds from the start of the sweep to its last result.
+    efficiency : float
+        Seconds of points over the seconds the workers were there (from each one's start
+        to the makespan): 1 when no worker ever waits or schedules.
+    finish : tuple of float
+        When each worker ran out of tasks.
+    """
+
+    makespan: float
+    efficiency: float
+    finish: tuple[float, ...]
+
+
+def predict_schedule(sizes: Sequence[int], cost, workers: int, startup=0.0,
+                     overhead: float = TASK_OVERHEAD_S) -> Schedule:
+    """The schedule of a sweep's tasks on ``workers`` single-threaded workers.
+
+    Each task, in order, goes to the first worker free (as ``dask.distributed`` hands out
+    queued tasks); it costs ``overhead`` plus the cost of its points.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Points per task (:func:`task_sizes`), in the order handed out.
+    cost : float or sequence of float
+        Seconds per point: one for all, or one per point in task order (length
+        ``sum(sizes)``).
+    workers : int
+    startup : float or sequence of float
+        When the workers are ready: one time for all, or one per worker (staggered
+        starts).
+    overhead : float
+        Seconds of scheduling per task.
+
+    Returns
+    -------
+    Schedule
+    """
+    import heapq
+
+    n = int(sum(sizes))
+    costs = np.broadcast_to(np.asarray(cost, dtype=float), (n,))
+    ready = np.broadcast_to(np.asarray(startup, dtype=float), (workers,))
+    free = [(float(t), w) for w, t in enumerate(ready)]
+    heapq.heapify(free)
+    finish = list(map(float, ready))
+    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    for lo, hi in itertools.pairwise(edges):
+        t, w = heapq.heappop(free)
+        t += overhead + float(costs[lo:hi].sum())
+        finish[w] = t
+        heapq.heappush(free, (t, w))
+    makespan = max(finish)
+    present = float(np.sum(makespan - ready))
+    return Schedule(makespan, float(costs.sum()) / present if present > 0 else 1.0,
+                    tuple(finish))
+
+
+def running_client():
+    """The process's default ``distributed.Client`` (one a user made, e.g. in a notebook)
+    if it is running, else None; never imports ``distributed`` (without it no client can
+    exist)."""
+    if sys.modules.get("distributed") is None:
+        return None
+    from distributed import default_client
+
+    try:
+        client = default_client()
+    except ValueError:  # no default client
+        return None
+    return client if client.status == "running" else None
+
+
+def free_cores() -> int:
+    """Cores of this machine that other processes leave free: the core count less the
+    load average of the last minute (this process's own share of it, one core, counted
+    as free); at least 1. On a busy machine more worker processes only share the same
+    cores, and their start-up costs the points running here."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on every platform
+        return cores
+    return max(1, min(cores, int(cores - max(load - 1.0, 0.0) + 0.5)))
+
+
+def cluster_pays(n_points: int, cost: float, threads: int, startup: float) -> bool:
+    """Whether ``n_points`` of ``cost`` seconds each end sooner on ``threads`` workers
+    ready after ``startup`` seconds (:func:`predict_schedule` of :func:`task_sizes`)
+    than one after the other in this process."""
+    if threads < 2 or n_points < 2:
+        return False
+    sizes = task_sizes(n_points, threads, cost)
+    return predict_schedule(sizes, cost, threads, startup).makespan < n_points * cost
+
+
 # -- the sweep ------------------------------------------------------------------------
 def cache_dir() -> str:
     """The folder of cached sweeps: ``$ATTENTION_DYNAMICS_CACHE``, else
@@ -471,6 +650,47 @@ def sweep_key(base: Mapping, grid: Mapping, t_end: float, metrics: Sequence[str]
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+@contextmanager
+def dask_kept_out():
+    """While active, ``import dask`` and ``import distributed`` raise ``ImportError``
+    (nothing changes where Dask is imported already).
+
+    For a process that has no use for Dask after its sweep ran here (the command line):
+    xarray imports ``dask.array`` to build any Dataset where Dask is installed (a few
+    tenths of a second of a small sweep's start-up), and remembers Dask as missing for
+    the rest of the process.
+    """
+    if "dask" in sys.modules:
+        yield
+        return
+    blocked = [name for name in ("dask", "distributed") if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
+def netcdf_bytes(ds) -> bytes:
+    """``ds.to_netcdf(engine="scipy")`` as bytes, without importing ``dask.distributed``.
+
+    xarray asks dask for a distributed client before it writes; in a process that has not
+    imported ``distributed`` there is none, and the import alone (about 0.6 s) would
+    double the start-up of a small sweep. It is kept out while the file is written.
+    """
+    if "distributed" in sys.modules:
+        return bytes(ds.to_netcdf(engine="scipy"))
+    sys.modules["distributed"] = None  # an import of it raises ImportError: no client
+    try:
+        return bytes(ds.to_netcdf(engine="scipy"))
+    finally:
+        if "distributed" in sys.modules and sys.modules["distributed"] is None:
+            del sys.modules["distributed"]
+
+
 def cache_path(key: str) -> str:
     """The NetCDF file of the sweep with key ``key`` (:func:`sweep_key`)."""
     return os.path.join(cache_dir(), f"{key}.nc")
@@ -490,9 +710,11 @@ class SweepRun:
     metrics : sequence of str, optional
         Names from :data:`METRICS`; by default those of the model's part
         (:func:`default_metrics`).
-    client : distributed.Client, optional
-        Run on its cluster; by default an embedded ``LocalCluster`` with ``workers``
-        single-threaded workers is started and closed.
+    client : distributed.Client or callable, optional
+        Run on its cluster (already started: no start-up to pay), or a callable
+        returning a ``Client``, called only if the sweep goes to a cluster (in a thread,
+        while points run here); by default an embedded ``LocalCluster`` with
+        ``workers`` single-threaded workers is started and closed when one pays.
     every : int
         Record every ``every``-th step (the metrics read the recorded frames).
     batch_size : int, optional
@@ -508,6 +730,11 @@ class SweepRun:
         :meth:`run`).
     cache : bool
         Read and write finished sweeps in :func:`cache_dir`.
+    where : {"auto", "local", "cluster"}
+        ``local``: every point in this process; ``cluster``: on the cluster (the
+        client's, else an embedded one), points running here only while it starts;
+        ``auto``: the sooner of the two by the estimated cost (:meth:`run`). The result
+        is the same, bit for bit.
 
     Attributes
     ----------
@@ -515,13 +742,19 @@ class SweepRun:
         Points finished so far and in all.
     cached : bool
         The last :meth:`run` read its result from the cache.
+    ran_on : str or None
+        Where the last :meth:`run` ran: ``local``, ``cluster`` or ``cache``.
+    local_points : int
+        Points of the last :meth:`run` run in this process.
+    cost : float or None
+        Seconds the first point took here (the estimated cost per point).
     """
 
     def __init__(self, settings: Settings | Mapping | None = None, grid: Mapping | None = None,
                  t_end: float = 10.0, metrics: Sequence[str] | None = None, client=None, *,
                  every: int = 1, batch_size: int | None = None, workers: int | None = None,
                  processes: bool = True, on_batch: Callable | None = None,
-                 cache: bool = False):
+                 cache: bool = False, where: str = "auto"):
         if settings is None:
             settings = Settings()
         elif not isinstance(settings, Settings):
@@ -545,11 +778,14 @@ class SweepRun:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if workers is not None and (int(workers) != workers or workers < 1):
             raise ValueError(f"workers must be a positive integer, got {workers!r}")
+        if where not in WHERE:
+            raise ValueError(f"where must be one of {', '.join(WHERE)}, got {where!r}")
         self.t_end, self.every, self.metrics = float(t_end), int(every), list(metrics)
         self.client, self.batch_size, self.workers = client, batch_size, workers
         self.processes, self.on_batch, self.cache = processes, on_batch, cache
         self.points = grid_points(self.grid)
         self.total, self.done, self.cached = len(self.points), 0, False
+        self.where, self.ran_on, self.local_points, self.cost = where, None, 0, None
         self._cancel = threading.Event()
         self._futures: list = []
         self._client = None
@@ -580,48 +816,123 @@ class SweepRun:
         values = {n: self.grid[n][i] for n, i in zip(self.grid, index, strict=True)}
         return Settings(**{**self.base, **values})
 
-    def run(self):
-        """Run the sweep (blocking) and return its ``xarray.Dataset``."""
+    def run(self, keep_dask_out: bool = False):
+        """Run the sweep (blocking) and return its ``xarray.Dataset``.
+
+        ``keep_dask_out``: where Dask is not imported when the points are done (they ran
+        here), build the result and the cache file without importing it
+        (:func:`dask_kept_out`: for a process that ends after the sweep).
+
+        Where it runs (``where``): one point first runs here, its time the estimated
+        cost per point; with ``auto`` the rest stays here unless the schedule model
+        (:func:`cluster_pays`) predicts that a cluster ends sooner, its start-up included
+        (:data:`CLUSTER_STARTUP_S` for an embedded one, :data:`CLIENT_STARTUP_S` for a
+        running one given as ``client``). An embedded cluster starts in a thread while
+        points keep running here, and takes the rest of the points when it is ready, in
+        tasks of :func:`task_sizes`. ``ran_on`` says where it ran.
+        """
+        self.local_points, self.ran_on = 0, "local"
+        def light():
+            return dask_kept_out() if keep_dask_out else contextlib.nullcontext()
+
         if self.cache:
             path = cache_path(self.key)
             if os.path.exists(path):
-                import xarray as xr
+                with light():
+                    import xarray as xr
 
-                with xr.open_dataset(path, engine="scipy") as ds:
-                    result = ds.load()
-                self.done, self.cached = self.total, True
+                    with xr.open_dataset(path, engine="scipy") as ds:
+                        result = ds.load()
+                self.done, self.cached, self.ran_on = self.total, True, "cache"
                 if self.on_batch is not None:
                     self.on_batch(_results_of(result, self), self.total, self.total)
                 return result
-        if self.client is not None:
-            self._execute(self.client)
-        else:
-            from distributed import Client, LocalCluster
+        self._execute()
+        with light():
+            result = self.dataset()
+            if self.cache and not self.cancelled:
+                from .trajectory import _write_atomically
 
-            n = self.workers or os.cpu_count() or 1
-            with LocalCluster(n_workers=n, threads_per_worker=1, processes=self.processes,
-                              **QUIET_CLUSTER) as cluster, \
-                    Client(cluster, set_as_default=False) as client:
-                self._execute(client)
-        result = self.dataset()
-        if self.cache and not self.cancelled:
-            from .trajectory import _write_atomically
-
-            os.makedirs(cache_dir(), exist_ok=True)
-            _write_atomically(cache_path(self.key), bytes(result.to_netcdf(engine="scipy")))
+                os.makedirs(cache_dir(), exist_ok=True)
+                _write_atomically(cache_path(self.key), netcdf_bytes(result))
         return result
 
-    def _execute(self, client) -> None:
+    def _execute(self) -> None:
+        # a fixed shuffle: neighbouring grid points cost alike (a stiff corner is slow
+        # throughout), so any run of consecutive points is a fair sample of the grid
+        order = np.random.default_rng(0).permutation(len(self.points))
+        queue = deque((self.points[k][0], {**self.base, **self.points[k][1]}) for k in order)
+        if self.client is None and self.where != "local":
+            self.client = running_client()  # a client made in this process is reused
+        starter = _ClusterStarter(self) if self.where == "cluster" else None
+        try:
+            t0 = time.perf_counter()
+            self._run_here(queue, 1)  # the probe: the cost per point
+            self.cost = time.perf_counter() - t0
+            if self.where == "auto" and queue and not self.cancelled:
+                threads, startup = self._prospect()
+                if cluster_pays(len(queue), self.cost, threads, startup):
+                    starter = _ClusterStarter(self)
+            if starter is not None:
+                chunk = max(1, min(BATCH_RUNS, int(LOCAL_CHUNK_S / max(self.cost, 1e-9))))
+                while queue and not self.cancelled and not starter.ready.is_set():
+                    self._run_here(queue, chunk)
+                if not queue or self.cancelled:
+                    return
+                try:
+                    client = starter.client()
+                except Exception:
+                    if self.where == "cluster":
+                        raise
+                else:  # auto: a cluster that does not start leaves the points here
+                    self.ran_on = "cluster"
+                    self._run_on(client, list(queue))
+                    return
+            while queue and not self.cancelled:
+                self._run_here(queue, BATCH_RUNS)
+        finally:
+            if starter is not None:
+                starter.close()
+
+    def _prospect(self) -> tuple[int, float]:
+        """Worker threads and start-up seconds of the cluster a sweep would run on (an
+        embedded one: as many workers as cores are free, :func:`free_cores`)."""
+        if self.client is not None and hasattr(self.client, "submit"):
+            return sum(self.client.nthreads().values()), CLIENT_STARTUP_S
+        workers = self.workers or os.cpu_count() or 1
+        if self.client is None:
+            workers = min(workers, free_cores())
+        return workers, CLUSTER_STARTUP_S
+
+    def _record(self, results: list) -> None:
+        for idx, res in results:
+            self.results[idx] = res
+        self.done += len(results)
+        if self.on_batch is not None:
+            self.on_batch(results, self.done, self.total)
+
+    def _run_here(self, queue: deque, n: int) -> None:
+        """Run the next ``n`` points of ``queue`` in this process."""
+        batch = [queue.popleft() for _ in range(min(n, len(queue)))]
+        results = run_batch(batch, self.t_end, self.metrics, self.every)
+        self.local_points += len(results)
+        self._record(results)
+
+    def _run_on(self, client, points: list) -> None:
+        """Run ``points`` on ``client``'s cluster, in tasks of :func:`task_sizes`."""
         from distributed import as_completed
 
         threads = sum(client.nthreads().values()) or 1
-        full = [(idx, {**self.base, **values}) for idx, values in self.points]
-        batches = split(full, threads, self.batch_size)
+        sizes = task_sizes(len(points), threads, self.cost, self.batch_size)
+        edges = np.cumsum([0, *sizes])
+        batches = [points[lo:hi] for lo, hi in itertools.pairwise(edges)]
         self._client = client
         if self._cancel.is_set():
             return
+        # the large tasks first (their priority the highest), the small ones to finish
         self._futures = [client.submit(run_batch, batch, self.t_end, self.metrics, self.every,
-                                       pure=False) for batch in batches]
+                                       pure=False, priority=len(batches) - k)
+                         for k, batch in enumerate(batches)]
         if self._cancel.is_set():  # cancelled while submitting
             self.cancel()
         try:
@@ -637,11 +948,7 @@ class SweepRun:
                                for idx, _ in batch]
                 else:
                     results = future.result()
-                for idx, res in results:
-                    self.results[idx] = res
-                self.done += len(results)
-                if self.on_batch is not None:
-                    self.on_batch(results, self.done, self.total)
+                self._record(results)
         finally:
             self._futures, self._client = [], None
 
@@ -668,6 +975,55 @@ class SweepRun:
                      metrics=", ".join(self.metrics))
         coords = {n: _coordinate(v) for n, v in self.grid.items()}
         return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+class _ClusterStarter:
+    """The cluster of a sweep, made ready in a thread of its own while points run here.
+
+    A ``Client`` given is ready at once; a callable is called, or an embedded
+    ``LocalCluster`` started, in the thread. :meth:`close` closes what was started here.
+    """
+
+    def __init__(self, run: SweepRun):
+        self.ready = threading.Event()
+        self._client, self._error, self._owned = None, None, []
+        if run.client is not None and hasattr(run.client, "submit"):
+            self._client = run.client
+            self.ready.set()
+            return
+        threading.Thread(target=self._start, args=(run.client, run.workers, run.processes),
+                         daemon=True, name="sweep-cluster-start").start()
+
+    def _start(self, factory, workers, processes) -> None:
+        try:
+            if factory is not None:
+                self._client = factory()
+            else:
+                from distributed import Client, LocalCluster
+
+                cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
+                                       threads_per_worker=1, processes=processes,
+                                       **QUIET_CLUSTER)
+                self._owned.append(cluster)
+                self._client = Client(cluster, set_as_default=False)
+                self._owned.append(self._client)
+        except Exception as err:  # raised by client(), in the sweep's thread
+            self._error = err
+        finally:
+            self.ready.set()
+
+    def client(self):
+        """The ready ``Client`` (waits for it; re-raises why it could not start)."""
+        self.ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self._client
+
+    def close(self) -> None:
+        """Close what was started here (once started: a start is not interrupted)."""
+        self.ready.wait()
+        for thing in reversed(self._owned):
+            thing.close()
 
 
 def _coordinate(values: list) -> np.ndarray:
@@ -708,12 +1064,12 @@ def sweep(settings: Settings | Mapping | None = None, grid: Mapping | None = Non
         Names from :data:`METRICS` (default: those of the model's part).
     client : distributed.Client, optional
         Run on an existing cluster; by default on an embedded ``LocalCluster`` sized to
-        the machine, whose worker processes are spawned: a script calling ``sweep``
-        without a client needs the ``if __name__ == "__main__":`` guard, as any script
-        using ``multiprocessing``.
+        the machine when a cluster pays (``where``), whose worker processes are spawned:
+        a script calling ``sweep`` without a client needs the
+        ``if __name__ == "__main__":`` guard, as any script using ``multiprocessing``.
     **options
-        ``every``, ``batch_size``, ``workers``, ``processes``, ``on_batch``, ``cache``
-        (:class:`SweepRun`).
+        ``every``, ``batch_size``, ``workers``, ``processes``, ``on_batch``, ``cache``,
+        ``where`` (``"auto"``, ``"local"``, ``"cluster"``: :class:`SweepRun`).
 
     Returns
     -------
@@ -748,7 +1104,9 @@ def two_source_lag_amplitude(beta, gamma, omega, amplitude):
     return beta * amplitude * omega / np.sqrt(lam**2 + omega**2)
 
 
-__all__ = ["CACHE_ENV", "METRICS", "STATUSES", "Metric", "SweepRun", "cache_dir",
-           "cache_path", "check_grid", "default_metrics", "grid_points", "lab_metrics",
-           "parse_axis", "run_batch", "run_point", "split", "sweep", "sweep_key",
-           "trajectory_metrics", "two_source_lag_amplitude"]
+__all__ = ["CACHE_ENV", "METRICS", "STATUSES", "WHERE", "Metric", "Schedule", "SweepRun",
+           "cache_dir", "cache_path", "check_grid", "cluster_pays", "dask_kept_out",
+           "default_metrics", "free_cores", "grid_points", "lab_metrics", "netcdf_bytes",
+           "parse_axis", "predict_schedule", "run_batch", "run_point", "running_client",
+           "split", "sweep", "sweep_key", "task_sizes", "trajectory_metrics",
+           "two_source_lag_amplitude"]

@@ -457,3 +457,57 @@ def test_rtol_run_counts_its_field_evaluations_and_rejected_steps_exactly(monkey
     assert run.steps["rejected"] > 0, "the test needs rejected steps"
     assert run.steps["nfev"] == calls["field"]
     assert run.steps["accepted"] + run.steps["rejected"] == calls["attempts"]
+
+
+# -- states only ---------------------------------------------------------------------------
+STATES_ONLY_RUNS = {
+    "non-stiff canonical, rtol": ({"model": "canonical", "n_tokens": 6, "dim": 3}, 1e-5, 1),
+    "the same, every 4 steps": ({"model": "canonical", "n_tokens": 6, "dim": 3,
+                                 "init_momentum": "random"}, 1e-6, 4),
+    "diverging canonical, rtol": ({"model": "canonical", "n_tokens": 4, "dim": 2, "seed": 5,
+                                   "confinement": 0.0, "beta": 20.0, "norm_limit": 3.0,
+                                   "init_momentum": "random"}, 1e-5, 1),
+    "stiff canonical, rtol": ({"model": "canonical", "n_tokens": 4, "dim": 2,
+                               "gamma": 1000.0}, 1e-5, 2),
+    "attention, rtol": ({"model": "attention", "path": "rotation", "n_tokens": 4,
+                         "dim": 2}, 1e-5, 1),
+    "canonical, fixed dt": ({"model": "canonical", "n_tokens": 4, "dim": 2}, None, 7),
+}
+
+
+@pytest.mark.parametrize("values, rtol, every", STATES_ONLY_RUNS.values(),
+                         ids=list(STATES_ONLY_RUNS))
+def test_states_only_run_equals_the_full_run_s_states(values, rtol, every):
+    settings = Settings(**values)
+    full = simulate(settings, 2.0, every=every, rtol=rtol)
+    states = simulate(settings, 2.0, every=every, rtol=rtol, diagnostics=False)
+    for name in ("times", "features", "momenta", "attention"):
+        assert np.array_equal(getattr(states, name), getattr(full, name)), name
+    assert list(states.diagnostics) == ["t"]
+    assert np.array_equal(states.diagnostics["t"], full.times)
+    assert (states.status, states.settings) == (full.status, full.settings)
+    assert (states.message, states.diverged_at) == (full.message, full.diverged_at)
+    assert full.status == ("diverged" if "norm_limit" in values else "running")
+    if rtol is not None:
+        assert states.steps == full.steps
+    assert len(full.times) > 2
+
+
+def test_states_only_non_stiff_run_skips_the_diagnostics_and_the_engine(monkeypatch):
+    """The states of a non-stiff canonical ``rtol`` run come straight from the solver: no
+    frame's diagnostics, no tracking-bound quadrature, no engine step."""
+    import dynamics.explicit
+    import dynamics.simulation
+
+    settings = Settings(model="canonical", n_tokens=8, dim=4)
+    expected = simulate(settings, 2.0, every=2, rtol=1e-4)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("diagnostics computed for a states-only run")
+
+    monkeypatch.setattr(dynamics.explicit, "bound_steps", refused)
+    monkeypatch.setattr(dynamics.simulation.Simulation, "frame", refused)
+    monkeypatch.setattr(dynamics.simulation.Simulation, "advance", refused)
+    states = simulate(settings, 2.0, every=2, rtol=1e-4, diagnostics=False)
+    assert np.array_equal(states.features, expected.features)
+    assert np.array_equal(states.attention, expected.attention)

@@ -9,9 +9,11 @@ forms of the Theory page's Part II, a ``solve_ivp`` of the two-source lag).
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -26,10 +28,13 @@ from dynamics.sweeps import (
     METRICS,
     QUIET_CLUSTER,
     check_grid,
+    cluster_pays,
     default_metrics,
     grid_points,
     lab_metrics,
     parse_axis,
+    predict_schedule,
+    task_sizes,
     trajectory_metrics,
     two_source_lag_amplitude,
 )
@@ -191,8 +196,12 @@ def test_part_two_metrics_against_closed_forms():
 
 
 # -- the distributed engine ----------------------------------------------------------------
-def test_sweep_equals_plain_simulate_bit_for_bit(client):
-    ds = sweep(BASE, GRID, t_end=T_END, client=client)
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_sweep_equals_plain_simulate_bit_for_bit(client, where):
+    run = SweepRun(BASE, GRID, t_end=T_END, client=client, where=where)
+    ds = run.run()
+    assert run.ran_on == where
+    assert run.local_points == (6 if where == "local" else 1)  # the probe only
     assert list(ds.sizes.items()) == [("beta", 3), ("gamma", 2)]
     assert set(PART_ONE) <= set(ds.data_vars)
     assert ds.attrs["setting_path"] == "oscillation" and ds.attrs["t_end"] == T_END
@@ -210,7 +219,7 @@ def test_stochastic_logits_are_seeded_per_point(client):
     drawn from its seed), whatever the worker that runs it."""
     noisy = Settings(model="canonical", n_tokens=4, dim=2, dt=0.02, logit_noise=0.5)
     ds = sweep(noisy, {"beta": [0.5, 2.0], "seed": [0, 1]}, t_end=T_END, client=client,
-               batch_size=1)
+               batch_size=1, where="cluster")
     for i, beta in enumerate([0.5, 2.0]):
         for j, seed in enumerate([0, 1]):
             _, expected = plain(noisy, {"beta": beta, "seed": seed})
@@ -218,13 +227,22 @@ def test_stochastic_logits_are_seeded_per_point(client):
     assert ds["kl_mean"].values[0, 0] != ds["kl_mean"].values[0, 1]  # the seed matters
 
 
-def test_result_does_not_depend_on_workers_or_batching(client):
-    reference = sweep(BASE, GRID, t_end=T_END, client=client, batch_size=1)
+def test_result_does_not_depend_on_where_workers_or_batching(client):
+    reference = sweep(BASE, GRID, t_end=T_END, client=client, batch_size=1, where="cluster")
     for batch_size in (2, 4, None):
         xr.testing.assert_identical(
-            sweep(BASE, GRID, t_end=T_END, client=client, batch_size=batch_size), reference)
+            sweep(BASE, GRID, t_end=T_END, client=client, batch_size=batch_size,
+                  where="cluster"), reference)
     with _cluster(1) as cluster, Client(cluster, set_as_default=False) as one:
-        xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=one), reference)
+        xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=one,
+                                          where="cluster"), reference)
+    for where in ("local", "auto"):
+        xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, where=where), reference)
+    # an embedded cluster, started in a thread while the points run here, then closed
+    run = SweepRun(BASE, GRID, t_end=T_END, where="cluster", workers=2, processes=False)
+    xr.testing.assert_identical(run.run(), reference)
+    assert run.ran_on in ("cluster", "local") and run.local_points >= 1
+    assert not [t for t in threading.enumerate() if t.name == "sweep-cluster-start"]
 
 
 @pytest.mark.parametrize("most, calls", [(16, [5]), (2, [2, 2])])
@@ -269,15 +287,17 @@ def test_a_task_steps_its_canonical_points_together_with_run_point_s_results(
 
 
 def test_diverged_and_broken_points_are_recorded_not_raised(client):
-    ds = sweep(BASE, {"norm_limit": [1.0, 1e6]}, t_end=T_END, client=client)
+    ds = sweep(BASE, {"norm_limit": [1.0, 1e6]}, t_end=T_END, client=client,
+               where="cluster")
     assert list(ds["status"].values) == ["diverged", "completed"]
     run, _ = plain(BASE, {"norm_limit": 1.0})
     assert ds["diverged_at"].values[0] == run.diverged_at and "diverged at" in \
         ds["message"].values[0]
     assert math.isnan(ds["diverged_at"].values[1])
     broken = sweep(Settings(model="linear_accelerated", dim=2),
-                   {"value_diag": ["1", "1,2,3"]}, t_end=0.1, client=client)
-    assert list(broken["status"].values) == ["completed", "error"]
+                   {"value_diag": ["1", "1,2,3", "2"]}, t_end=0.1, client=client,
+                   where="cluster")
+    assert list(broken["status"].values) == ["completed", "error", "completed"]
     assert "value" in broken["message"].values[1]
     assert all(math.isnan(broken[m].values[1]) for m in default_metrics("linear_accelerated"))
     assert np.isfinite(broken["blowup_time"].values[0])
@@ -287,20 +307,192 @@ def test_cancel_keeps_finished_points_and_marks_the_rest(client):
     grid = {"beta": list(np.geomspace(0.5, 4, 8)), "gamma": [0.5, 2.0]}
     seen = []
 
-    def cancel_after_first(results, done, total):
+    def cancel_after_first(results, done, total):  # the probe, then a task of the cluster
         seen.append(done)
-        run.cancel()
+        if len(seen) == 2:
+            run.cancel()
 
     run = SweepRun(BASE, grid, t_end=T_END, client=client, batch_size=1,
-                   on_batch=cancel_after_first)
+                   on_batch=cancel_after_first, where="cluster")
     ds = run.run()
     status = ds["status"].values
     finished = status != "cancelled"
-    assert seen[0] == 1 and 1 <= finished.sum() < 16 and run.cancelled
+    assert seen[:2] == [1, 2] and 2 <= finished.sum() < 16 and run.cancelled
     assert np.all(np.isnan(ds["kl_mean"].values[~finished]))
     for i, j in zip(*np.nonzero(finished), strict=True):
         _, expected = plain(BASE, {"beta": grid["beta"][i], "gamma": grid["gamma"][j]})
         assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
+
+
+# -- where a sweep runs, and its tasks -----------------------------------------------------
+def test_a_small_sweep_runs_here_without_starting_a_cluster(tmp_path):
+    """No client, a sweep of two short points: run in this process (dask.distributed
+    never imported, not even to write the NetCDF file: no cluster start-up paid), each
+    point a plain ``simulate``, bit for bit."""
+    path = tmp_path / "small.nc"
+    code = ("import json, sys\n"
+            "from dynamics import Settings, SweepRun\n"
+            "from dynamics.sweeps import netcdf_bytes\n"
+            "base = Settings(model='attention', path='oscillation', n_tokens=4, dim=2, "
+            "dt=0.02)\n"
+            "run = SweepRun(base, {'beta': [0.5, 2.0]}, t_end=0.5, metrics=['kl_mean'])\n"
+            "ds = run.run()\n"
+            f"open({str(path)!r}, 'wb').write(netcdf_bytes(ds))\n"
+            "print(json.dumps([run.ran_on, run.local_points, 'distributed' in sys.modules]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    ran_on, local_points, dask_imported = json.loads(out.stdout)
+    assert (ran_on, local_points, dask_imported) == ("local", 2, False)
+    with xr.open_dataset(path, engine="scipy") as ds:
+        values = ds["kl_mean"].values
+    for beta, value in zip([0.5, 2.0], values, strict=True):
+        _, expected = plain(BASE, {"beta": beta}, t_end=0.5, metrics=["kl_mean"])
+        assert_same_bits(value, expected["kl_mean"])
+
+
+def test_cli_sweep_run_here_imports_no_dask_and_writes_the_same_file(tmp_path):
+    """``python -m dynamics sweep`` of a few short points: Dask is never imported (xarray
+    would import ``dask.array`` for the result and its file), the file is byte for byte
+    the one written where Dask is imported, and Dask imports fine afterwards."""
+    out = tmp_path / "light.nc"
+    argv = ["sweep", "--model", "attention", "--path", "oscillation", "--n-tokens", "4",
+            "--dim", "2", "--dt", "0.02", "--grid", "beta=0.5,2", "--t-end", "0.5",
+            "--metric", "kl_mean", "--out", str(out), "--no-cache", "--quiet"]
+    code = ("import json, sys\n"
+            "from dynamics.cli import main\n"
+            f"assert main({argv!r}) == 0\n"
+            "seen = sorted({'dask', 'distributed'} & set(sys.modules))\n"
+            "import dask.array\n"
+            "print(json.dumps(seen))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    from dynamics.sweeps import netcdf_bytes
+
+    ds = sweep(BASE, {"beta": [0.5, 2.0]}, 0.5, ["kl_mean"], where="local")
+    assert out.read_bytes() == netcdf_bytes(ds)
+
+
+def test_auto_goes_to_a_cluster_only_when_the_schedule_model_says_it_pays(client, monkeypatch):
+    """``where="auto"``: the cluster's start-up against the points' estimated cost. A
+    client given as a callable is called only when the sweep goes to a cluster; a given
+    client's start-up is :data:`CLIENT_STARTUP_S`. The bits are the same either way."""
+    import dynamics.sweeps as sweeps
+
+    calls = []
+
+    def factory():
+        calls.append(1)
+        return client
+
+    monkeypatch.setattr(sweeps, "CLUSTER_STARTUP_S", 1e9)  # a cluster never pays
+    here = SweepRun(BASE, GRID, T_END, client=factory, workers=2)
+    reference = here.run()
+    assert (here.ran_on, here.local_points, calls) == ("local", 6, [])
+    assert here.cost > 0
+    monkeypatch.setattr(sweeps, "CLUSTER_STARTUP_S", 0.0)  # it always pays
+    monkeypatch.setattr(sweeps, "MIN_TASK_S", 0.0)  # (these points are short)
+    there = SweepRun(BASE, GRID, T_END, client=factory, workers=2)
+    xr.testing.assert_identical(there.run(), reference)
+    assert there.ran_on == "cluster" and calls == [1] and 1 <= there.local_points < 6
+    assert client.status == "running"  # a client not started by the sweep stays open
+    monkeypatch.setattr(sweeps, "CLIENT_STARTUP_S", 1e9)
+    given = SweepRun(BASE, GRID, T_END, client=client)
+    xr.testing.assert_identical(given.run(), reference)
+    assert given.ran_on == "local"
+
+
+def test_an_embedded_cluster_counts_only_the_free_cores(monkeypatch):
+    """On a busy machine more worker processes share the same cores: ``auto`` sizes the
+    embedded cluster it weighs by the cores the load average leaves free."""
+    import dynamics.sweeps as sweeps
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    for load, free in [(0.3, 16), (1.0, 16), (5.0, 12), (15.4, 2), (40.0, 1)]:
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert sweeps.free_cores() == free
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (12.0, 12.0, 12.0))
+    monkeypatch.setattr(sweeps, "CLUSTER_STARTUP_S", 0.0)
+    monkeypatch.setattr(sweeps, "MIN_TASK_S", 0.0)
+    run = SweepRun(BASE, GRID, T_END, processes=False)  # a cluster would be free to start
+    run.run()
+    assert run.ran_on == "local" and run.local_points == 6
+
+
+def test_a_client_made_in_this_process_is_reused():
+    """A default ``Client`` (one a user made, as in a notebook) runs the sweep: no
+    cluster of the sweep's own is started."""
+    with _cluster(2) as cluster, Client(cluster) as mine:  # the default client
+        run = SweepRun(BASE, GRID, T_END, where="cluster")
+        ds = run.run()
+        assert run.ran_on == "cluster" and run.client is mine
+        assert not [t for t in threading.enumerate() if t.name == "sweep-cluster-start"]
+        assert len(cluster.workers) == 2
+    xr.testing.assert_identical(ds, sweep(BASE, GRID, T_END, where="local"))
+
+
+def test_where_is_checked():
+    with pytest.raises(ValueError, match="where must be one of auto, local, cluster"):
+        SweepRun(BASE, GRID, T_END, where="gpu")
+
+
+def test_cluster_pays_once_the_work_outweighs_the_start_up():
+    assert not cluster_pays(1, 10.0, 16, 0.0)     # one point: nothing to share
+    assert not cluster_pays(100, 1.0, 1, 0.0)     # one worker: nothing gained
+    assert not cluster_pays(10, 0.1, 2, 2.5)      # 1 s of points, 2.5 s of start-up
+    assert cluster_pays(100, 0.1, 2, 2.5)         # 10 s of points: 2.5 + 5 s
+    assert cluster_pays(10, 0.1, 2, 0.3)          # a running cluster: 0.3 + 0.5 s < 1 s
+
+
+def test_task_sizes_follow_workers_and_cost():
+    for n, threads, cost in [(1024, 16, 0.13), (64, 2, 0.2), (7, 4, 1.0), (5000, 8, 0.01)]:
+        sizes = task_sizes(n, threads, cost)
+        assert sum(sizes) == n and min(sizes) >= 1
+        assert sizes == sorted(sizes, reverse=True)  # large first, small to finish
+        assert len(sizes) >= min(n, 2 * threads)     # several tasks per worker
+        assert sizes[0] <= math.ceil(n / (2 * threads))
+    assert min(task_sizes(1024, 16, 0.13)) == 1 and len(task_sizes(1024, 16, 0.13)) > 64
+    assert task_sizes(300, 3, 0.001) == [100, 100, 100]  # none under MIN_TASK_S = 0.1 s
+    assert task_sizes(10, 2, batch_size=4) == [4, 4, 2]
+    assert task_sizes(10, 2) == [3, 2, 2, 1, 1, 1]  # cost unknown: no lower bound
+
+
+def test_schedule_model_on_cases_worked_by_hand():
+    s = predict_schedule([1, 1, 1, 1], 1.0, 2, overhead=0.0)
+    assert (s.makespan, s.efficiency, s.finish) == (2.0, 1.0, (2.0, 2.0))
+    s = predict_schedule([3, 1], 1.0, 2, overhead=0.0)  # one worker idles 2 s of 6
+    assert (s.makespan, s.efficiency) == (3.0, pytest.approx(4 / 6))
+    s = predict_schedule([1, 1, 1, 1], 1.0, 2, startup=[0.0, 1.0], overhead=0.0)
+    assert (s.makespan, s.efficiency) == (3.0, pytest.approx(4 / 5))  # 3 + 2 s there
+    s = predict_schedule([2], 0.5, 1, startup=1.0, overhead=0.1)
+    assert (s.makespan, s.efficiency) == (pytest.approx(2.1), pytest.approx(1 / 1.1))
+    s = predict_schedule([2, 2], [1.0, 1.0, 5.0, 0.0], 2, overhead=0.0)  # per point
+    assert (s.makespan, s.efficiency) == (5.0, pytest.approx(7 / 10))
+
+
+def test_schedule_model_predicts_80_percent_at_16_workers_for_a_32_by_32_grid():
+    """Issue #32's figures: 0.13 s a point (256 points took 41.8 s on one worker, about
+    9 s of it fixed), three times that where the relaxation is stiff (γ/β > 64 on a
+    0.1…10 × 0.1…100 grid), the points in the sweep's shuffled order; 16 workers ready
+    one after the other 0.1 s apart after 2.5 s of start-up; 5 ms of scheduling a task.
+    The sizes of :func:`task_sizes` keep every worker busy to the end."""
+    n, workers, cost = 32 * 32, 16, 0.13
+    beta, gamma = np.geomspace(0.1, 10, 32), np.geomspace(0.1, 100, 32)
+    costs = np.where(gamma[None, :] / beta[:, None] > 64, 3 * cost, cost).ravel()
+    assert 0.1 < np.mean(costs > cost) < 0.3
+    costs = costs[np.random.default_rng(0).permutation(n)]
+    startup = 2.5 + 0.1 * np.arange(workers)
+    sizes = task_sizes(n, workers, cost)
+    schedule = predict_schedule(sizes, costs, workers, startup)
+    assert schedule.efficiency >= 0.8
+    assert len(sizes) >= 4 * workers  # several tasks each
+    # no worker idles long at the end: all finish within the last point's cost
+    assert schedule.makespan - min(schedule.finish) <= 3 * cost + 1.6
+    ideal = costs.sum() / workers + startup.mean()
+    assert schedule.makespan <= 1.25 * ideal
 
 
 @pytest.mark.slow
@@ -308,7 +500,7 @@ def test_worker_processes_give_the_same_bits(client):
     """An embedded cluster of two worker processes against the in-process one."""
     reference = sweep(BASE, GRID, t_end=T_END, client=client)
     xr.testing.assert_identical(
-        sweep(BASE, GRID, t_end=T_END, workers=2, processes=True), reference)
+        sweep(BASE, GRID, t_end=T_END, workers=2, processes=True, where="cluster"), reference)
 
 
 # -- the command line ----------------------------------------------------------------------
@@ -318,12 +510,13 @@ def test_cli_sweep_writes_netcdf_and_reuses_its_cache(client, tmp_path, monkeypa
     argv = ["sweep", "--model", "attention", "--path", "oscillation", "--n-tokens", "4",
             "--dim", "2", "--dt", "0.02", "--grid", "beta=0.5:4:log:3", "--grid",
             "gamma=0.3,3", "--t-end", "1", "--metric", "kl_mean", "--metric", "kl_final",
-            "--out", str(out), "--scheduler", client.scheduler.address]
+            "--out", str(out), "--scheduler", client.scheduler.address, "--where", "cluster"]
     assert main(argv) == 0
     first = capsys.readouterr()
     assert "\rsweep [" in first.err and "] 6/6 points\n" in first.err  # the progress bar
     assert json.loads(first.out) == {"out": str(out), "points": 6,
-                                     "status": {"completed": 6}, "cached": False}
+                                     "status": {"completed": 6}, "cached": False,
+                                     "ran_on": "cluster", "local_points": 1}
     with xr.open_dataset(out, engine="scipy") as ds:
         ds = ds.load()
     assert set(ds.data_vars) == {"kl_mean", "kl_final", "status", "message"}
@@ -337,6 +530,25 @@ def test_cli_sweep_writes_netcdf_and_reuses_its_cache(client, tmp_path, monkeypa
     assert json.loads(second.out)["cached"] is True and "reused the cached sweep" in second.err
     with xr.open_dataset(out, engine="scipy") as again:
         xr.testing.assert_identical(again.load(), ds)
+
+
+def test_cli_sweep_checks_its_scheduler_and_where(tmp_path, capsys):
+    """``--scheduler`` that is no address: status 2; one where nothing answers: status 1;
+    ``--where local`` with a scheduler: status 2. No file written."""
+    out = tmp_path / "x.nc"
+    argv = ["sweep", "--grid", "beta=1,2", "--t-end", "0.1", "--out", str(out), "--no-cache",
+            "--quiet"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--scheduler", "nonsense"])
+    assert exit_.value.code == 2 and "'nonsense' is not a scheduler address" in \
+        capsys.readouterr().err
+    closed = f"tcp://127.0.0.1:{_free_port()}"
+    assert main([*argv, "--scheduler", closed]) == 1
+    assert f"cannot reach --scheduler {closed!r}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--scheduler", closed, "--where", "local"])
+    assert exit_.value.code == 2 and "--where local" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_cli_sweep_bad_grid_exits_2(tmp_path, capsys):
@@ -370,60 +582,68 @@ def _stop(proc):
     proc.stderr.close()
 
 
+def _progress(err: str) -> list[int]:
+    """The counts of the CLI's progress bar, in the order written."""
+    return [int(k) for k in re.findall(r"\] (\d+)/\d+ points", err)]
+
+
 @pytest.mark.slow
-def test_scheduler_and_two_worker_processes_started_by_hand(tmp_path, monkeypatch):
-    """``dask scheduler`` and two ``dask worker`` processes on localhost: the CLI's
-    ``--scheduler`` sweep equals the in-process one; a worker killed mid-sweep has its
-    tasks rerun by the scheduler, and the sweep still completes with the same bits."""
+def test_cli_sweep_on_a_cluster_started_by_hand_survives_a_killed_worker(tmp_path):
+    """``dask scheduler`` and two ``dask worker`` processes (one thread each) on 127.0.0.1;
+    ``python -m dynamics sweep --scheduler ADDRESS``; one worker killed while it runs a
+    task of the sweep. The sweep completes: every point there once (the progress bar
+    counts each point once, up to the total), each equal bit for bit to the same sweep
+    run in this process; the killed worker's task was rerun on the other."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     procs = [_dask("scheduler", "--host", "127.0.0.1", "--port", str(port),
-                   "--dashboard-address", ":0")]
+                   "--dashboard-address", "127.0.0.1:0", "--no-show")]
+    sweep_proc = None
     try:
         for name in ("w1", "w2"):
             procs.append(_dask("worker", address, "--nthreads", "1", "--name", name,
-                               "--no-dashboard", "--no-nanny"))
+                               "--host", "127.0.0.1", "--no-dashboard", "--no-nanny"))
         with Client(address, timeout=60, set_as_default=False) as c:
             c.wait_for_workers(2, timeout=60)
-            reference = sweep(BASE, GRID, t_end=T_END, client=c)
-            with _cluster(2) as cluster, Client(cluster, set_as_default=False) as local:
-                xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, client=local),
-                                            reference)
-            # the CLI against the same cluster
-            monkeypatch.setenv("ATTENTION_DYNAMICS_CACHE", str(tmp_path / "cache"))
+            w1 = next(a for a, w in c.scheduler_info()["workers"].items() if w["name"] == "w1")
             out = tmp_path / "cli.nc"
-            proc = subprocess.run(
+            # 12 points of about 0.1-0.5 s each, one task each: the kill lands mid-sweep
+            sweep_proc = subprocess.Popen(
                 [sys.executable, "-m", "dynamics", "sweep", "--model", "attention", "--path",
                  "oscillation", "--n-tokens", "4", "--dim", "2", "--dt", "0.02", "--grid",
-                 "beta=0.5,1,4", "--grid", "gamma=0.3,3", "--t-end", "1", "--out", str(out),
-                 "--scheduler", address, "--no-cache"],
-                capture_output=True, text=True, timeout=300)
-            assert proc.returncode == 0, proc.stderr
-            with xr.open_dataset(out, engine="scipy") as ds:
-                for name in reference.data_vars:
-                    assert_same_bits(ds[name].values, reference[name].values)
-            # kill a worker while it holds tasks: the scheduler reruns them elsewhere
-            grid = {"beta": list(np.geomspace(0.5, 4, 6)), "gamma": [0.3, 3.0]}
-            killed = []
-
-            def kill_one(results, done, total):
-                if not killed:
-                    procs[1].kill()
-                    killed.append(done)
-
-            run = SweepRun(BASE, grid, t_end=4.0, client=c, batch_size=1, on_batch=kill_one)
-            ds = run.run()
-            assert killed and run.done == 12 and np.all(ds["status"].values == "completed")
+                 "beta=0.5:4:log:6", "--grid", "gamma=0.3,3", "--t-end", "8", "--out",
+                 str(out), "--scheduler", address, "--where", "cluster", "--batch-size", "1",
+                 "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            deadline = time.monotonic() + 120
+            held = ()
+            while not held and sweep_proc.poll() is None and time.monotonic() < deadline:
+                held = c.processing().get(w1, ())
+                time.sleep(0.02)
+            procs[1].kill()  # while w1 holds a task of the sweep
+            stdout, stderr = sweep_proc.communicate(timeout=180)
             assert procs[1].wait(10) != 0  # w1 was killed, not closed
             deadline = time.monotonic() + 30
             while len(c.scheduler_info()["workers"]) > 1 and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert [w["name"] for w in c.scheduler_info()["workers"].values()] == ["w2"]
-            for (i, j), _ in grid_points({k: range(len(v)) for k, v in grid.items()})[::5]:
-                _, expected = plain(BASE, {"beta": grid["beta"][i], "gamma": grid["gamma"][j]},
-                                    t_end=4.0)
-                assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
+        assert held, "w1 ran no task of the sweep before it ended"
+        assert sweep_proc.returncode == 0, stderr
+        summary = json.loads(stdout)
+        assert summary["status"] == {"completed": 12} and summary["ran_on"] == "cluster"
+        counts = _progress(stderr)
+        assert counts == sorted(set(counts)) and counts[-1] == 12  # each point once
+        base = Settings(model="attention", path="oscillation", n_tokens=4, dim=2, dt=0.02)
+        here = SweepRun(base, dict(parse_axis(a) for a in ("beta=0.5:4:log:6", "gamma=0.3,3")),
+                        t_end=8.0, where="local")
+        reference = here.run()
+        with xr.open_dataset(out, engine="scipy") as ds:
+            for name in reference.data_vars:
+                assert_same_bits(ds[name].values, reference[name].values)
     finally:
+        if sweep_proc is not None and sweep_proc.poll() is None:
+            sweep_proc.kill()
+            sweep_proc.communicate()
         for proc in reversed(procs):
             _stop(proc)
 
@@ -440,7 +660,7 @@ def test_ctrl_c_cancels_a_cli_sweep_and_leaves_no_worker(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "dynamics", "sweep", "--model", "canonical", "--grid",
          "beta=0.1:10:log:8", "--grid", "gamma=0.1:10:log:8", "--t-end", "5", "--out",
-         str(out), "--workers", "2", "--batch-size", "1", "--no-cache"],
+         str(out), "--workers", "2", "--batch-size", "1", "--no-cache", "--where", "cluster"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
