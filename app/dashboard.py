@@ -92,6 +92,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.heatmaps = Heatmaps(self.settings.n_tokens)
         self.timeseries = TimeSeries()
         self.trajectories = Trajectories()
+        self.heatmaps.link_tokens(self.trajectories)  # point at a token (issue #27)
         self.clustering = Clustering()
         self.real_heads = RealHeads(self)  # words on the axes, the heads' grid, the upload
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])

@@ -1,0 +1,81 @@
+"""Browser tier of issue #27 (a lecture-ready page), the views: the heatmaps' colour
+scale, pointing at a token, the Noise ensemble and Sweep tabs, the inertial lab's stale
+notice, pinned runs and quench markers (marker ``ui``; the plain tests are in
+``tests/test_views_page.py``)."""
+
+import re
+
+import pytest
+
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+
+#: Page coordinates of the point (x, y) in data units, or of row ``y`` at the middle of
+#: the frame when ``x`` is null, of the plot whose title starts with ``title``.
+WHERE = """
+([title, x, y]) => {
+  for (const v of Bokeh.index.all_views()) {
+    const t = v.model && v.model.title;
+    if (!(t && t.text && t.text.startsWith(title) && v.frame)) continue;
+    const r = v.canvas_view.el.getBoundingClientRect();
+    const f = v.frame;
+    const sx = x == null ? f.bbox.hcenter : f.x_scale.compute(x);
+    return [r.left + sx, r.top + f.y_scale.compute(y)];
+  }
+  return null;
+}
+"""
+#: The outlined row (its ``y0``) and the ringed token, as the page has them.
+POINTED = """
+() => {
+  const doc = Bokeh.documents[0];
+  return [Array.from(doc.get_model_by_name("token_rows").data.y0),
+          Array.from(doc.get_model_by_name("token_chosen").indices || [])];
+}
+"""
+#: The token plot's current positions.
+TOKENS = """
+() => {
+  const src = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.data && m.data.token !== undefined && m.data.alpha === undefined
+           && m.data.x && m.data.x.length > 0);
+  return [Array.from(src.data.x), Array.from(src.data.y)];
+}
+"""
+#: The colour limits of the attention map's mapper.
+LIMITS = """
+() => {
+  const img = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.glyph && m.glyph.type === "Image" && m.data_source.data.frame !== undefined);
+  return [img.glyph.color_mapper.low, img.glyph.color_mapper.high];
+}
+"""
+
+
+def _pause(page):
+    page.get_by_role("button", name=re.compile("Play")).click()
+    page.get_by_text("❚❚ paused").first.wait_for(timeout=30000)
+
+
+def test_heatmaps_use_the_data_range_and_point_at_a_token(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=90000)
+    _pause(page)
+    # N = 8: the colour scale is the data's, not [0, 1] (a uniformly dark block)
+    low, high = page.evaluate(LIMITS)
+    assert (low, high) != (0, 1) and 0 <= low < high <= 1
+    page.locator("select").filter(has_text="fixed 0–1").select_option("fixed 0–1")
+    page.wait_for_function(f"() => ({LIMITS})()[1] === 1", timeout=10000)
+    # a click on row 3 of A outlines that row on every map and rings token 3
+    page.mouse.click(*page.evaluate(WHERE, ["Attention A(t)", None, 3]))
+    page.wait_for_function(f"() => ({POINTED})()[1].length === 1", timeout=10000)
+    assert page.evaluate(POINTED) == [[2.5], [3]]
+    # a click on token 5 of the token plot moves the outline to row 5
+    xs, ys = page.evaluate(TOKENS)
+    page.mouse.click(*page.evaluate(WHERE, ["Tokens", xs[5], ys[5]]))
+    page.wait_for_function(f"() => ({POINTED})()[1][0] === 5", timeout=10000)
+    assert page.evaluate(POINTED) == [[4.5], [5]]
+    # the same row again (on A*) clears it
+    page.mouse.click(*page.evaluate(WHERE, ["Softmax A*(t)", None, 5]))
+    page.wait_for_function(f"() => ({POINTED})()[1].length === 0", timeout=10000)
+    assert page.evaluate(POINTED) == [[], []]
+    assert console_errors == []
