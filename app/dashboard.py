@@ -354,7 +354,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 theory[:] = [self._theory()]
             elif event.new == TABS.index("Noise ensemble") and not len(ensemble):
                 from .ensemble import EnsembleView
-                self.ensemble = EnsembleView(settings=self.settings)
+                self.ensemble = EnsembleView(settings=self.settings, example=True)
                 ensemble[:] = [self.ensemble]
             elif event.new == TABS.index("Sweep") and not len(sweep):
                 sweep[:] = [self._sweep_tab()]

@@ -79,3 +79,62 @@ def test_heatmaps_use_the_data_range_and_point_at_a_token(page, server, console_
     page.wait_for_function(f"() => ({POINTED})()[1].length === 0", timeout=10000)
     assert page.evaluate(POINTED) == [[], []]
     assert console_errors == []
+
+
+#: Rows of the ensemble's source, read from BokehJS.
+ENSEMBLE_ROWS = """
+() => {
+  const src = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.data && m.data.kl_mean !== undefined);
+  return src.data.t.length;
+}
+"""
+
+
+def test_the_noise_ensemble_opens_with_bands_refuses_by_name_and_shows_progress(
+        page, server, console_errors):
+    page.goto(f"{server}?n_tokens=4&dim=2&dt=0.05&logit_noise=0.5")
+    page.wait_for_selector(".bk-Canvas", timeout=90000)
+    _pause(page)
+    page.get_by_text("Noise ensemble", exact=True).click()
+    # an example at once, no click needed, and how to run one's own
+    page.get_by_text(re.compile(r"Example shown at first: K = 8")).first.wait_for(
+        timeout=90000)
+    page.get_by_text(re.compile(r"press Run ensemble")).first.wait_for(timeout=10000)
+    assert page.evaluate(ENSEMBLE_ROWS) > 1
+    t_end = page.get_by_label("t_end")
+    # above the view's bounds: refused by name, not silently reverted
+    t_end.fill("5000")
+    t_end.press("Enter")
+    page.get_by_text(re.compile(r"t_end = 5000(\.0)? not accepted")).first.wait_for(
+        timeout=10000)
+    # 30 (the old hidden maximum was 20) is taken; the run shows progress and the
+    # example's bands stay until it is done
+    t_end.fill("30")
+    t_end.press("Enter")
+    page.wait_for_timeout(500)
+    page.get_by_role("button", name="Run ensemble").click()
+    page.get_by_text(re.compile(r"computing the ensemble: K = 8 replicas to t = 30")).first \
+        .wait_for(timeout=30000)
+    assert page.evaluate(ENSEMBLE_ROWS) > 1
+    assert page.locator("progress").count() == 1
+    page.get_by_text(re.compile(r"K = 8 replicas, σ = 0\.5, model canonical, t = 0 … 30")) \
+        .first.wait_for(timeout=180000)
+    assert console_errors == []
+
+
+def test_the_inertial_lab_says_its_plots_are_stale_until_run(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=90000)
+    _pause(page)
+    page.get_by_text("Inertial lab", exact=True).click()
+    page.get_by_text("first-order T_max").first.wait_for(timeout=90000)
+    stale = page.get_by_text("The plots are stale")
+    assert stale.count() == 0 or not stale.first.is_visible()
+    kernel = page.get_by_label("A diagonal (kernel_diag)")
+    kernel.fill("2,1")
+    kernel.press("Enter")
+    stale.first.wait_for(state="visible", timeout=10000)
+    page.get_by_role("button", name="Run", exact=True).click()
+    stale.first.wait_for(state="hidden", timeout=90000)
+    assert console_errors == []
