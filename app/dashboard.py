@@ -312,7 +312,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 self.sweep_tab.message.object = f"**Not loaded into the live view:** {self.notice}"
 
         self.sweep_tab = SweepTab(settings=self.settings, on_point=server.locked(load),
-                                  model=self.settings.model)
+                                  model=self.settings.model, example=True)
         return self.sweep_tab
 
     def __panel__(self):

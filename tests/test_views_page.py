@@ -97,3 +97,74 @@ def test_the_inertial_lab_says_when_its_plots_are_stale():
     assert lab.stale.visible
     lab.kernel_input.value = lab.settings.kernel_diag  # back to the values shown
     assert not lab.stale.visible
+
+
+# -- the sweep tab ------------------------------------------------------------------
+def test_the_sweep_tab_opens_with_its_example_and_says_how_to_run_ones_own():
+    from app.sweep_tab import EXAMPLE_CHOICES, SweepTab, example_grid, read_example
+
+    tab = SweepTab(settings=Settings(), example=True)
+    assert all(getattr(tab, k) == v for k, v in EXAMPLE_CHOICES.items())
+    z = tab.values["lag_amplitude"]
+    assert z.shape == (8, 8) and np.isfinite(z).all() and (z > 0).all()
+    assert tab.pipe.data["z"].shape == (8, 8)
+    assert tab.theory_pipe.data is not None  # the two-source contours over it
+    assert "Example shown at first" in tab.message.object
+    assert "press **Run**" in tab.message.object
+    # a click on a cell of the example loads that point into the live view
+    loaded = []
+    tab.on_point = loaded.append
+    _, grid = example_grid()
+    tab._on_tap(x=grid["beta"][2], y=grid["gamma"][5])
+    assert loaded == [{"model": "attention", "path": "oscillation",
+                       "beta": grid["beta"][2], "gamma": grid["gamma"][5]}]
+    assert read_example()["x_values"] == grid["beta"]
+    assert SweepTab(settings=Settings()).values == {}  # no example unless asked
+
+
+def test_the_shipped_sweep_example_is_what_the_dynamics_give_today():
+    """Cells of the example against fresh runs (regenerate it with write_example)."""
+    from app.sweep_tab import EXAMPLE_CHOICES, example_grid, read_example
+    from dynamics.sweeps import run_point
+
+    ex = read_example()
+    base, grid = example_grid()
+    assert ex["base"] == base and ex["y_values"] == grid["gamma"]
+    for i, j in ((0, 0), (7, 7), (3, 5)):
+        values = {**base, "beta": grid["beta"][i], "gamma": grid["gamma"][j]}
+        fresh = run_point(values, EXAMPLE_CHOICES["t_end"], ["lag_amplitude"])
+        assert ex["values"][j][i] == pytest.approx(fresh["lag_amplitude"], rel=1e-9)
+        assert ex["status"][j][i] == fresh["status"] == "completed"
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_workers_running_the_sweep():
+    """A cancelled sweep's running batch is not left to run (it kept a core busy for
+    about a minute): the worker running it is restarted."""
+    import time
+
+    from distributed import Client, LocalCluster
+
+    from app.sweep_tab import SweepTab
+    from dynamics.sweeps import QUIET_CLUSTER
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      **QUIET_CLUSTER) as cluster, Client(cluster) as client:
+        pid = client.run(lambda: __import__("os").getpid())
+        tab = SweepTab(settings=Settings(model="attention", n_tokens=4, dim=2), client=client,
+                       model="attention", x="beta", y="gamma", x_start=1.0, x_end=1.0,
+                       y_start=1.0, y_end=1.0, cells=1, metric="kl_mean", t_end=1e4)
+        assert tab.start()
+        deadline = time.monotonic() + 120
+        while not any(client.processing().values()):  # the batch runs on the worker
+            assert time.monotonic() < deadline and tab.running
+            time.sleep(0.1)
+        tab.cancel()
+        tab._thread.join(60)
+        assert not tab.running and tab.message.object.startswith("cancelled after 0 of 1")
+        assert tab.restarting is not None
+        tab.restarting.join(120)
+        client.wait_for_workers(1, timeout=120)
+        new = client.run(lambda: __import__("os").getpid())
+        assert set(new.values()).isdisjoint(pid.values())  # the worker process was replaced
+        assert not any(client.processing().values())

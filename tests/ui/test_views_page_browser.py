@@ -138,3 +138,25 @@ def test_the_inertial_lab_says_its_plots_are_stale_until_run(page, server, conso
     page.get_by_role("button", name="Run", exact=True).click()
     stale.first.wait_for(state="hidden", timeout=90000)
     assert console_errors == []
+
+
+#: The finite values of the Sweep map's source (column ``lag_amplitude``).
+MAP_VALUES = """
+() => {
+  const src = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.data && m.data.lag_amplitude !== undefined);
+  if (!src) return 0;
+  return Array.from(src.data.lag_amplitude).filter(v => Number.isFinite(v) && v > 0).length;
+}
+"""
+
+
+def test_the_sweep_tab_opens_with_a_map(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=90000)
+    _pause(page)
+    page.get_by_text("Sweep", exact=True).click()
+    page.get_by_text(re.compile(r"Example shown at first")).first.wait_for(timeout=90000)
+    page.get_by_text(re.compile(r"press Run")).first.wait_for(timeout=10000)
+    page.wait_for_function(f"() => ({MAP_VALUES})() === 64", timeout=60000)
+    assert console_errors == []
