@@ -168,3 +168,33 @@ def test_cancel_stops_the_workers_running_the_sweep():
         new = client.run(lambda: __import__("os").getpid())
         assert set(new.values()).isdisjoint(pid.values())  # the worker process was replaced
         assert not any(client.processing().values())
+
+
+# -- quenches and their markers -----------------------------------------------------
+def _quench_preset():
+    from app import presets
+
+    return next(p for p in presets.load_presets() if p["name"].startswith("β quench"))
+
+
+@pytest.mark.parametrize("page_frames", [False, True])
+def test_a_preset_quench_is_applied_and_logged_once_at_its_time(page_frames):
+    """Frames of 7 steps (t = 2.94, 3.01, …) stop at t = 3 for the quench; on a page a
+    changed setting runs a frame at once (``_refresh``), which applied the quench again."""
+    from types import SimpleNamespace
+
+    d = Dashboard(playing=False)
+    d.__panel__()
+    assert d.load_preset(_quench_preset())
+    d.steps_per_frame = 7
+    if page_frames:  # as on a server with flow control: a change's frame at once
+        d._flow_control, d._callback = True, SimpleNamespace(running=True)
+    d.playing = True
+    while d.sim.t < 4.0:
+        d.advance_frame()
+    assert len(d.sim.changes) == 1
+    change = d.sim.changes[0]
+    assert change.t == pytest.approx(3.0, abs=1e-9) and change.values == {"beta": (1.0, 5.0)}
+    assert d.caption.object.count("Quench at t") == 1
+    assert "*Quench at t = 3: beta → 5*" in d.caption.object
+    assert [m[2] for m in d.timeseries.markers] == ["β 1 → 5"]
