@@ -177,7 +177,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._show_confinement()
         if self._batch:
             return
-        if self.sim.sync() == "restart":
+        if self.sim.sync() == "restart" or self.pinned.restart_for_comparison():
             self.reset()
             return
         self._refresh()

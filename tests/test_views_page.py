@@ -198,3 +198,34 @@ def test_a_preset_quench_is_applied_and_logged_once_at_its_time(page_frames):
     assert d.caption.object.count("Quench at t") == 1
     assert "*Quench at t = 3: beta → 5*" in d.caption.object
     assert [m[2] for m in d.timeseries.markers] == ["β 1 → 5"]
+
+
+# -- pinned runs --------------------------------------------------------------------
+def test_the_first_change_after_a_pin_restarts_the_run_from_the_same_start():
+    d = Dashboard(settings=Settings(n_tokens=6, dim=3), playing=False)
+    d.pinned.panel()
+    play_frames(d, 20)
+    t_pin = d.sim.t
+    ghost = d.pinned.pin()
+    d.settings.beta = 4.0  # a live setting: mid-run it would go on from the pinned state
+    assert d.sim.t == 0 and not d.sim.changes
+    assert "restarted from t = 0" in d.pinned.note.object
+    play_frames(d, 20)
+    data = d.timeseries.source.data
+    t = np.asarray(data["t"])
+    assert t[0] == 0 and t[-1] == pytest.approx(t_pin)  # the same times as the ghost …
+    np.testing.assert_allclose(d.pinned.curves[0].data["t"], ghost.times)
+    kl_ghost = np.interp(t, ghost.times, ghost.curves["kl"])
+    assert np.max(np.abs(np.asarray(data["kl"]) - kl_ghost)) > 0.1  # … and curves apart
+    # later changes apply mid-run (a quench against the pinned run)
+    d.settings.gamma = 2.0
+    assert d.sim.t > 0 and len(d.sim.changes) == 1
+    d.pinned.clear()
+    assert d.pinned.note.object == ""
+
+
+def play_frames(d, frames):
+    d.playing = True
+    for _ in range(frames):
+        d.advance_frame()
+    d.playing = False

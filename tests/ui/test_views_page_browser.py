@@ -160,3 +160,42 @@ def test_the_sweep_tab_opens_with_a_map(page, server, console_errors):
     page.get_by_text(re.compile(r"press Run")).first.wait_for(timeout=10000)
     page.wait_for_function(f"() => ({MAP_VALUES})() === 64", timeout=60000)
     assert console_errors == []
+
+
+#: Set the main tab's slider titled ``title…`` to ``value`` as a drag of it would.
+SET_SLIDER = """
+([title, value]) => {
+  const s = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.type && m.type.endsWith("Slider") && m.title && m.title.startsWith(title));
+  s.value = value;
+}
+"""
+#: This run's KL times and the pinned ghost's (the KL plot's first ghost source).
+RUNS = """
+() => {
+  const models = [...Bokeh.documents[0]._all_models.values()];
+  const run = models.filter(m => m.data instanceof Object && "dissipation_rate" in m.data)
+                    .sort((a, b) => b.data.t.length - a.data.t.length)[0];
+  const ghost = models.find(m => m.data instanceof Object && "d_energy" in m.data
+                            && !("dissipation_rate" in m.data));
+  return {run_t: Array.from(run.data.t), ghost_t: ghost ? Array.from(ghost.data.t) : []};
+}
+"""
+
+
+def test_a_change_after_pinning_restarts_the_run_beside_the_ghost(page, server,
+                                                                   console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=90000)
+    page.wait_for_function(f"() => ({RUNS})().run_t.length > 30", timeout=60000)
+    _pause(page)
+    page.get_by_role("button", name="Pin run").click()
+    page.get_by_text("pinned 1: canonical · β = 1").wait_for(timeout=15000)
+    ghost_end = page.evaluate(RUNS)["ghost_t"][-1]
+    assert ghost_end > 0.5
+    page.evaluate(SET_SLIDER, ["β", 2.5])
+    page.get_by_text(re.compile("The run restarted from t = 0")).wait_for(timeout=15000)
+    # paused at t = 0 of the new run (no row of the old run left)
+    page.wait_for_function(f"() => ({RUNS})().run_t.every(t => t === 0)", timeout=15000)
+    assert page.evaluate(RUNS)["ghost_t"][-1] == ghost_end  # the ghost stays whole
+    assert console_errors == []
