@@ -229,3 +229,37 @@ def play_frames(d, frames):
     for _ in range(frames):
         d.advance_frame()
     d.playing = False
+
+
+def test_labels_of_close_changes_do_not_pile_up():
+    from app.guides import change_marks
+    from dynamics.simulation import Change
+
+    # a drag seen as changes 0.15 apart (more than three frames): one marker while the
+    # plot shows 4 time units (each label ~8 characters, ~0.6 of them), from 1 to 4
+    drag = [Change(1.0 + 0.15 * i, {"beta": (1.0 + 0.5 * i, 1.5 + 0.5 * i)}, 0.0)
+            for i in range(7)]
+    assert change_marks(drag, gap=0.15, span=4.0) == [(1.0, 1.9, "β 1 → 4.5")]
+    # a quench and its reversal: two markers while their labels fit apart, one reading
+    # "β 1 → 5 → 1" when they would overlap
+    quench = [Change(3.0, {"beta": (1.0, 5.0)}, 0.0), Change(5.0, {"beta": (5.0, 1.0)}, 0.0)]
+    assert change_marks(quench, gap=0.15, span=10.0) == [
+        (3.0, 3.0, "β 1 → 5"), (5.0, 5.0, "β 5 → 1")]
+    assert change_marks(quench, gap=0.15, span=100.0) == [(3.0, 5.0, "β 1 → 5 → 1")]
+    # other settings close by join the label; a long back-and-forth is shortened
+    wiggle = [Change(1.0 + 0.1 * i, {"beta": (v, w)}, 0.0)
+              for i, (v, w) in enumerate([(1, 2), (2, 1), (1, 3), (3, 1), (1, 4)])]
+    wiggle.append(Change(1.6, {"gamma": (1.0, 2.0)}, 0.0))
+    assert change_marks(wiggle, gap=0.0, span=10.0) == [(1.0, 1.6, "β 1 → 2 → … → 4, γ 1 → 2")]
+
+    d = Dashboard(playing=False)
+    d.playing = True
+    while d.sim.t < 10:
+        d.advance_frame()
+    for k in range(1, 9):  # a drag: a change every 4 frames (0.2), past the drag gap
+        d.settings.beta = 1.0 + 0.25 * k
+        for _ in range(4):
+            d.advance_frame()
+    assert len(d.sim.changes) == 8
+    ((t0, t1, label),) = d.timeseries.markers  # (the drag gap alone made 8)
+    assert label == "β 1 → 3" and t1 - t0 == pytest.approx(1.4, abs=0.06)

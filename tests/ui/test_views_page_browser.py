@@ -199,3 +199,26 @@ def test_a_change_after_pinning_restarts_the_run_beside_the_ghost(page, server,
     page.wait_for_function(f"() => ({RUNS})().run_t.every(t => t === 0)", timeout=15000)
     assert page.evaluate(RUNS)["ghost_t"][-1] == ghost_end  # the ghost stays whole
     assert console_errors == []
+
+
+#: The change markers' first times and labels.
+MARKS = """
+() => {
+  const s = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.data && m.data.t0 !== undefined && m.data.text !== undefined && m.data.t0.length);
+  return s ? [Array.from(s.data.t0), Array.from(s.data.text)] : [[], []];
+}
+"""
+
+
+def test_dragging_beta_makes_one_marker_label(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=90000)
+    page.get_by_text(re.compile(r"t = [1-9]")).first.wait_for(timeout=60000)  # playing
+    for k in range(1, 17):  # a slow drag: a value every quarter second
+        page.evaluate(SET_SLIDER, ["β", 1 + 0.125 * k])
+        page.wait_for_timeout(250)
+    page.wait_for_timeout(1000)
+    t0, labels = page.evaluate(MARKS)
+    assert len(labels) == 1 and labels[0].startswith("β 1 → "), labels
+    assert console_errors == []
