@@ -177,7 +177,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self._show_confinement()
         if self._batch:
             return
-        if self.sim.sync() == "restart" or self.pinned.restart_for_comparison():
+        restart = self.sim.sync() == "restart"
+        if self.pinned.restart_for_comparison() or restart:  # (asked at every change)
             self.reset()
             return
         self._refresh()

@@ -222,3 +222,21 @@ def test_dragging_beta_makes_one_marker_label(page, server, console_errors):
     t0, labels = page.evaluate(MARKS)
     assert len(labels) == 1 and labels[0].startswith("β 1 → "), labels
     assert console_errors == []
+
+
+def test_the_beta_quench_preset_logs_one_quench_at_t_3(page, server, console_errors):
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=90000)
+    select = page.locator("select").filter(has_text="β quench")
+    option = next(o for o in select.locator("option").all_inner_texts() if "β quench" in o)
+    select.select_option(option)
+    load = page.get_by_role("button", name="Load preset")
+    if load.count():  # (choosing a preset may load it at once)
+        load.click()
+    page.get_by_text(re.compile(r"Quench at t = ")).first.wait_for(timeout=90000)
+    page.wait_for_timeout(2000)  # frames after the quench: it was applied again then
+    log = page.get_by_text(re.compile(r"Quench at t = ")).all_inner_texts()
+    assert len(log) == 1 and re.search(r"Quench at t = 3: beta → 5$", log[0].strip()), log
+    t0, labels = page.evaluate(MARKS)
+    assert labels == ["β 1 → 5"] and abs(t0[0] - 3) < 1e-9
+    assert console_errors == []
