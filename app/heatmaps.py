@@ -27,7 +27,14 @@ import math
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper, LogColorMapper
+from bokeh.models import (
+    ColorBar,
+    ColumnDataSource,
+    CustomJS,
+    HoverTool,
+    LinearColorMapper,
+    LogColorMapper,
+)
 from bokeh.palettes import RdBu11, Viridis256
 from bokeh.plotting import figure
 
@@ -228,6 +235,8 @@ class Heatmaps(pn.viewable.Viewer):
         for fig in self.figures:
             fig.hstrip(y0="y0", y1="y1", source=self.rows, fill_alpha=0.0,
                        line_color=HIGHLIGHT, line_width=3, level="overlay")
+            # the tooltip reads the image (over the outline it showed "A_ij: ???")
+            fig.select_one(HoverTool).renderers = [fig.renderers[0]]
         self._chosen = None  # the token plot's filter of the token pointed at
 
     def link_tokens(self, trajectories) -> None:
@@ -273,6 +282,7 @@ class Heatmaps(pn.viewable.Viewer):
                             color_mapper=self.mappers[kind], source=old.data_source,
                             level="overlay")
             fig.renderers = [new, *(r for r in fig.renderers if r is not old and r is not new)]
+            fig.select_one(HoverTool).renderers = [new]
             bar = next(r for r in fig.right if isinstance(r, ColorBar))
             bar.color_mapper = self.bar_mappers[kind]
 

@@ -37,6 +37,13 @@ def test_a_click_on_a_row_points_at_its_token_everywhere():
         scripts = fig.js_event_callbacks.get("tap", [])
         assert len(scripts) == 1
         assert scripts[0].args["rows"] is h.rows and scripts[0].args["chosen"] is tr.chosen
+    # the tooltip reads the image, not the outline (which showed "A_ij: ???")
+    from bokeh.models import HoverTool
+
+    h.color_scale = SCALES[2]  # a new image renderer
+    for fig in h.figures:
+        assert fig.select_one(HoverTool).renderers == [fig.renderers[0]]
+        assert type(fig.renderers[0].glyph).__name__ == "Image"
     # a run with another N forgets the token pointed at
     h.rows.data = {"y0": [2.5], "y1": [3.5]}
     tr.chosen.indices = [3]
