@@ -255,7 +255,7 @@ class SweepTab(pn.viewable.Viewer):
         self.status = np.array(ex["status"], dtype=object)
         self._new_plots()
         self.second_pane.visible = False
-        self.progress.max = self.progress.value = values.size
+        self.progress.visible = False  # (until a sweep of one's own runs)
         self._push()
         self.message.object = EXAMPLE_TEXT
         return True
@@ -317,7 +317,7 @@ class SweepTab(pn.viewable.Viewer):
         shape = (len(self.axes[1]), len(self.axes[0]))
         self.values = {m: np.full(shape, np.nan) for m in run.metrics}
         self.status = np.full(shape, "", dtype=object)
-        self.progress.max, self.progress.value = run.total, 0
+        self.progress.max, self.progress.value, self.progress.visible = run.total, 0, True
         self.message.object = f"running {run.total} points…"
         self.run_button.disabled, self.cancel_button.disabled = True, False
         self._new_plots()
