@@ -211,16 +211,35 @@ MARKS = """
 """
 
 
-def test_dragging_beta_makes_one_marker_label(page, server, console_errors):
+#: The change markers' lines (page x of each first time) on the plot titled ``title``,
+#: their labels' widths and texts.
+PLACED = """
+(title) => {
+  const s = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.data && m.data.t0 !== undefined && m.data.text !== undefined && m.data.t0.length);
+  const v = [...Bokeh.index.all_views()].find(
+      v => v.model && v.model.title && v.model.title.text === title && v.frame);
+  const ctx = document.createElement("canvas").getContext("2d");
+  ctx.font = "10pt helvetica";
+  return Array.from(s.data.t0).map((t, i) => [
+      v.frame.x_scale.compute(t), ctx.measureText(s.data.text[i]).width, s.data.text[i]]);
+}
+"""
+
+
+def test_dragging_beta_piles_up_no_marker_labels(page, server, console_errors):
     page.goto(server)
     page.wait_for_selector(".bk-Canvas", timeout=90000)
-    page.get_by_text(re.compile(r"t = [1-9]")).first.wait_for(timeout=60000)  # playing
+    page.wait_for_function(f"() => ({RUNS})().run_t.slice(-1)[0] > 1", timeout=60000)
     for k in range(1, 17):  # a slow drag: a value every quarter second
         page.evaluate(SET_SLIDER, ["β", 1 + 0.125 * k])
         page.wait_for_timeout(250)
     page.wait_for_timeout(1000)
-    t0, labels = page.evaluate(MARKS)
-    assert len(labels) == 1 and labels[0].startswith("β 1 → "), labels
+    placed = page.evaluate(PLACED, "Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)")
+    assert placed and placed[0][2].startswith("β 1 → "), placed
+    # each label, right-aligned at its line, ends left of the line before it
+    for (x_before, _, _), (x, width, _) in zip(placed, placed[1:], strict=False):
+        assert x - x_before >= width, placed
     assert console_errors == []
 
 
