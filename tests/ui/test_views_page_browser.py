@@ -190,13 +190,13 @@ def test_a_change_after_pinning_restarts_the_run_beside_the_ghost(page, server,
     page.wait_for_function(f"() => ({RUNS})().run_t.length > 30", timeout=60000)
     _pause(page)
     page.get_by_role("button", name="Pin run").click()
-    page.get_by_text("pinned 1: canonical · β = 1").wait_for(timeout=15000)
+    page.get_by_text("pinned 1: canonical · β = 1").wait_for(timeout=60000)
     ghost_end = page.evaluate(RUNS)["ghost_t"][-1]
     assert ghost_end > 0.5
     page.evaluate(SET_SLIDER, ["β", 2.5])
-    page.get_by_text(re.compile("The run restarted from t = 0")).wait_for(timeout=15000)
+    page.get_by_text(re.compile("The run restarted from t = 0")).wait_for(timeout=60000)
     # paused at t = 0 of the new run (no row of the old run left)
-    page.wait_for_function(f"() => ({RUNS})().run_t.every(t => t === 0)", timeout=15000)
+    page.wait_for_function(f"() => ({RUNS})().run_t.every(t => t === 0)", timeout=60000)
     assert page.evaluate(RUNS)["ghost_t"][-1] == ghost_end  # the ghost stays whole
     assert console_errors == []
 
