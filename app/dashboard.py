@@ -98,6 +98,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.heatmaps = Heatmaps(self.settings.n_tokens)
         self.timeseries = TimeSeries()
         self.trajectories = Trajectories()
+        self.heatmaps.link_tokens(self.trajectories)  # point at a token (issue #27)
         self.clustering = Clustering()
         self.real_heads = RealHeads(self)  # words on the axes, the heads' grid, the upload
         self.explanation = Explanation(settings=self.settings, stylesheets=[CSS])
@@ -194,11 +195,11 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self._batch:
             return
         try:
-            outcome = self.sim.sync()
+            restart = self.sim.sync() == "restart"
         except ValueError as err:  # a real head that does not exist, a refused sentence
             self.real_heads.refuse(events, err)
             return
-        if outcome == "restart":
+        if self.pinned.restart_for_comparison() or restart:  # (asked at every change)
             self.reset()
             return
         self._refresh()
@@ -371,7 +372,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                                                  f"{self.paste_message}")
 
         self.sweep_tab = SweepTab(settings=self.settings, on_point=server.locked(load),
-                                  model=self.settings.model)
+                                  model=self.settings.model, example=True)
         return self.sweep_tab
 
     def __panel__(self):
@@ -418,7 +419,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 theory[:] = [self._theory()]
             elif event.new == TABS.index("Noise ensemble") and not len(ensemble):
                 from .ensemble import EnsembleView
-                self.ensemble = EnsembleView(settings=self.settings)
+                self.ensemble = EnsembleView(settings=self.settings, example=True)
                 ensemble[:] = [self.ensemble]
             elif event.new == TABS.index("Sweep") and not len(sweep):
                 sweep[:] = [self._sweep_tab()]

@@ -4,10 +4,15 @@ softmax, tracking the moving softmax).
 Bokeh ``image`` glyphs fed by one ``ColumnDataSource`` each; a frame replaces
 their ``data``.  Row i (query) runs down, column j (source) across.
 
-A and A* share one colour scale (:attr:`Heatmaps.color_scale`): fixed on [0, 1] (maps
-comparable across runs and times), automatic (0 to the largest entry, in steps: at
-N = 256 the entries are about 1/N and the fixed scale is uniformly dark) or
-logarithmic (the decades the entries span).
+A and A* share one colour scale (:attr:`Heatmaps.color_scale`): automatic by default
+(the entries' range, in steps: already at N = 8 most entries are well below 1 and the
+fixed scale draws a nearly uniform dark block), fixed on [0, 1] (maps comparable across
+runs and times) or logarithmic (the decades the entries span).
+
+Point at a token: a click on a row of any map (:meth:`Heatmaps.link_tokens`) outlines
+that row of A, A* and log(A/A*) and rings the token's point on the token plot; a click
+on a token of the token plot does the same, a second click on it clears. It runs in the
+page (a ``CustomJS`` on the plots' tap event), without a round trip to the server.
 
 The images are drawn on the plots' overlay canvas (``level="overlay"``): a new frame
 then repaints the image alone, not the axes, title and colour bar around it, which
@@ -22,7 +27,14 @@ import math
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper, LogColorMapper
+from bokeh.models import (
+    ColorBar,
+    ColumnDataSource,
+    CustomJS,
+    HoverTool,
+    LinearColorMapper,
+    LogColorMapper,
+)
 from bokeh.palettes import RdBu11, Viridis256
 from bokeh.plotting import figure
 
@@ -38,6 +50,10 @@ _HEADROOM = 1.25
 _SHRINK = 0.25
 #: The colour scales of A and A* (:attr:`Heatmaps.color_scale`).
 SCALES = ("fixed 0–1", "automatic", "logarithmic")
+#: The automatic scale is the entries' range, moved when they span less than 1/AUTO_FILL
+#: of it (0 to a power of 2 above the largest entry made the default N = 8 maps, entries
+#: 0.002 … 0.6, a dark block on [0, 1]).
+AUTO_FILL = 1.5
 #: Smallest lower end of the logarithmic scale (entries below it take its colour).
 LOG_FLOOR = 1e-12
 
@@ -68,6 +84,38 @@ if (view == null || view.is_destroyed) {
 }
 if (view == null || !view.is_displayed || document.hidden) { ack.tags = [id]; return; }
 source._ack_pending = id;
+"""
+
+
+#: Colour of the outline of the token pointed at (its row, its point).
+HIGHLIGHT = "#ff2d2d"
+#: Name of the source of the outlined row (``y0``, ``y1``: the row's edges).
+ROWS_NAME = "token_rows"
+#: Page script of a click on a map (``cb_obj.y``: the row) or on the token plot
+#: (``cb_obj.x``, ``cb_obj.y``: the nearest token): outline the row of the token clicked,
+#: ring its point; the token outlined clicked again clears both.
+POINT_AT_TOKEN = """
+let i;
+if (on_map) {
+  i = Math.round(cb_obj.y);
+} else {
+  const xs = tokens.data.x, ys = tokens.data.y;
+  let best = Infinity;
+  for (let k = 0; k < xs.length; k++) {
+    const d = (xs[k] - cb_obj.x) ** 2 + (ys[k] - cb_obj.y) ** 2;
+    if (d < best) { best = d; i = k; }
+  }
+}
+const n = Math.round(y_range.start + 0.5);
+if (i == null || !(i >= 0 && i < n)) return;
+const now = rows.data.y0;
+if (now.length && Math.round(now[0] + 0.5) === i) {
+  rows.data = {y0: [], y1: []};
+  chosen.indices = [];
+} else {
+  rows.data = {y0: [i - 0.5], y1: [i + 0.5]};
+  chosen.indices = [i];
+}
 """
 
 
@@ -102,17 +150,23 @@ def scale_limits(scale: str, low: float, high: float, lo: float, hi: float):
     Returns
     -------
     (float, float) or None
-        Fixed: (0, 1). Automatic: 0 to the power of 2 at or above ``hi`` (at most 1),
-        moved when ``hi`` leaves it or falls below a quarter of it. Logarithmic: the
-        decades around ``[lo, hi]`` (``lo`` at least :data:`LOG_FLOOR`), moved when the
-        entries leave them or the lower end is two decades below the smallest entry.
+        Fixed: (0, 1). Automatic: ``[lo, hi]`` rounded outwards to multiples of an
+        eighth of the power of 2 at or below ``hi − lo`` (within [0, 1]), moved when an
+        entry leaves them or the entries span less than 1/:data:`AUTO_FILL` of them.
+        Logarithmic: the decades around ``[lo, hi]`` (``lo`` at least :data:`LOG_FLOOR`),
+        moved when the entries leave them or the lower end is two decades below the
+        smallest entry.
     """
     if scale == SCALES[0]:
         new = (0.0, 1.0)
     elif scale == SCALES[1]:
-        if 0 < high <= 1 and _SHRINK * high <= hi <= high and low == 0.0:
+        span = max(hi - lo, 1e-9)
+        if 0 <= low <= lo and hi <= high <= 1 and high - low <= AUTO_FILL * span:
             return None
-        new = (0.0, min(1.0, 2.0 ** math.ceil(math.log2(max(hi, 1e-12)))))
+        step = 2.0 ** (math.floor(math.log2(span)) - 3)
+        new = (max(0.0, math.floor(lo / step) * step), min(1.0, math.ceil(hi / step) * step))
+        if new[1] <= new[0]:
+            new = (max(0.0, new[0] - step), min(1.0, new[1] + step))
     else:
         lo = max(lo, LOG_FLOOR)
         if low > 0 and low <= lo < 100 * low and hi <= high <= 10 * max(hi, LOG_FLOOR):
@@ -128,7 +182,8 @@ def _figure(title, mapper, n, label, bar_mapper=None):
         title=title, width=310, height=300, x_range=(-0.5, n - 0.5), y_range=(n - 0.5, -0.5),
         tools="hover,save,reset,box_zoom", toolbar_location="above",
         x_axis_label="source token j", y_axis_label="query token i",
-        tooltips=[("i", "$y{0}"), ("j", "$x{0}"), (label, "@image{0.0000}")],
+        tooltips=[("i", "$y{0}"), ("j", "$x{0}"), (label, "@image{0.0000}"),
+                  ("click", "outline token i (row, point)")],
     )
     source = ColumnDataSource({"image": [np.zeros((n, n), dtype=np.float32)]})
     p.image(image="image", x=-0.5, y=-0.5, dw=n, dh=n, color_mapper=mapper, source=source,
@@ -142,8 +197,9 @@ class Heatmaps(pn.viewable.Viewer):
     """Three heatmaps side by side; :meth:`update` pushes one frame."""
 
     color_scale = param.Selector(
-        default=SCALES[0], objects=list(SCALES),
-        doc="Colour scale of A and A*: fixed on [0, 1], automatic, or logarithmic.")
+        default=SCALES[1], objects=list(SCALES),
+        doc="Colour scale of A and A*: automatic (the data's range, the default), fixed "
+            "on [0, 1], or logarithmic.")
 
     def __init__(self, n_tokens: int = 8, **params):
         super().__init__(**params)
@@ -174,6 +230,34 @@ class Heatmaps(pn.viewable.Viewer):
             args={"source": self.attention, "ack": self.ack, "plot": self.fig_attention},
             code=ACK_ON_PAINT))
         self.sources = (self.attention, self.softmax, self.ratio)
+        # the row of the token pointed at, outlined on every map (:meth:`link_tokens`)
+        self.rows = ColumnDataSource({"y0": [], "y1": []}, name=ROWS_NAME)
+        for fig in self.figures:
+            fig.hstrip(y0="y0", y1="y1", source=self.rows, fill_alpha=0.0,
+                       line_color=HIGHLIGHT, line_width=3, level="overlay")
+            # the tooltip reads the image (over the outline it showed "A_ij: ???")
+            fig.select_one(HoverTool).renderers = [fig.renderers[0]]
+        self._chosen = None  # the token plot's filter of the token pointed at
+
+    def link_tokens(self, trajectories) -> None:
+        """Point at a token: a click on a row of a map, or on a token of
+        ``trajectories`` (:class:`app.trajectories.Trajectories`), outlines that row on
+        the maps and rings the token on the token plot (:data:`POINT_AT_TOKEN`)."""
+        self._chosen = trajectories.chosen
+        args = {"rows": self.rows, "chosen": trajectories.chosen,
+                "tokens": trajectories.tokens, "y_range": self.fig_attention.y_range}
+        for fig in self.figures:
+            fig.js_on_event("tap", CustomJS(args={**args, "on_map": True},
+                                            code=POINT_AT_TOKEN))
+        trajectories.fig.js_on_event("tap", CustomJS(args={**args, "on_map": False},
+                                                     code=POINT_AT_TOKEN))
+
+    def clear_token(self) -> None:
+        """Outline no token (a run with another number of tokens)."""
+        if len(self.rows.data["y0"]):
+            self.rows.data = {"y0": [], "y1": []}
+        if self._chosen is not None and self._chosen.indices:
+            self._chosen.indices = []
 
     def set_model(self, model: str) -> None:
         """Say on the lag map when the model's attention is the softmax (its spec's
@@ -198,6 +282,7 @@ class Heatmaps(pn.viewable.Viewer):
                             color_mapper=self.mappers[kind], source=old.data_source,
                             level="overlay")
             fig.renderers = [new, *(r for r in fig.renderers if r is not old and r is not new)]
+            fig.select_one(HoverTool).renderers = [new]
             bar = next(r for r in fig.right if isinstance(r, ColorBar))
             bar.color_mapper = self.bar_mappers[kind]
 
@@ -210,8 +295,9 @@ class Heatmaps(pn.viewable.Viewer):
             self.bar_mappers[kind].update(low=limits[0], high=limits[1])
 
     def resize(self, n: int) -> None:
-        """Fit the axes and images to ``n`` tokens."""
+        """Fit the axes and images to ``n`` tokens (the token pointed at is forgotten)."""
         self.n = n
+        self.clear_token()
         for fig in self.figures:
             fig.x_range.start, fig.x_range.end = -0.5, n - 0.5
             fig.y_range.start, fig.y_range.end = n - 0.5, -0.5

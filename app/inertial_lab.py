@@ -54,6 +54,9 @@ FROM_FILE = ("n_tokens", "dim", "cloud", "second_moment")
 UPLOAD_HELP = ("Your own data: a `.npz` file with `X` (N×d) and optionally `A`, `V` (d×d, "
                "symmetric, A positive definite) and `P` (N×d); the same file as "
                "`python -m dynamics run --weights FILE`.")
+#: Shown above the plots while the controls differ from the run they show.
+STALE = ("**The plots are stale:** a setting changed since they were computed. Press "
+         "**Run** to update them.")
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
@@ -223,6 +226,13 @@ class InertialLab(pn.viewable.Viewer):
         self.caption = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.message = pn.pane.Alert("; ".join(preset_errors), alert_type="warning",
                                      visible=bool(preset_errors))
+        # the plots show the settings of the last run: said when the controls differ
+        self.stale = pn.pane.Alert(STALE, alert_type="warning", visible=False,
+                                   sizing_mode="stretch_width")
+        self._ran = None  # the controls' values of the run shown
+        self.settings.param.watch(self._check_stale, CONTROLS)
+        for widget in (self.kernel_input, self.value_input):
+            widget.param.watch(self._check_stale, "value")
         self._build_figures()
         self.explanation = pn.pane.LaTeX(
             models_text(part=2), renderer="katex", sizing_mode="stretch_width",
@@ -323,6 +333,15 @@ class InertialLab(pn.viewable.Viewer):
         self.caption.object = f"**{p['name']}** — {p['caption']}"
         self.run()
 
+    def _controls_now(self) -> tuple:
+        """The values of the lab's controls (what a run reads)."""
+        return (tuple(getattr(self.settings, k) for k in CONTROLS),
+                self.kernel_input.value, self.value_input.value)
+
+    def _check_stale(self, *events) -> None:
+        """Say that the plots are stale while the controls differ from the run shown."""
+        self.stale.visible = self._ran is not None and self._controls_now() != self._ran
+
     def _error(self, text):
         self.message.object, self.message.alert_type, self.message.visible = text, "danger", True
 
@@ -416,6 +435,8 @@ class InertialLab(pn.viewable.Viewer):
     def _show(self, r) -> None:
         """Map the fields of a :class:`~dynamics.inertial.experiments.LabResult` into the
         sources, markers and status line."""
+        self._ran = self._controls_now()
+        self.stale.visible = False
         eigenvalues = (*r.first_order_eigenvalues, *r.accelerated_eigenvalues)
         self.eig_first.data = _lines(r.first_order_eigenvalues)
         self.eig_acc.data = _lines(r.accelerated_eigenvalues)
@@ -469,7 +490,7 @@ class InertialLab(pn.viewable.Viewer):
             *self.controls.values(),
             self.run_button, self.upload_note, self.upload, self.generated_button, width=300)
         plots = pn.Column(
-            self.status, self.caption, self.message,
+            self.status, self.stale, self.caption, self.message,
             *(pn.Row(pn.pane.Bokeh(a), pn.pane.Bokeh(b), sizing_mode="stretch_width")
               for a, b in ((self.eig_fig, self.cloud_fig), (self.layer_fig, self.clouds_fig),
                            (self.ham_fig, self.soft_fig))),

@@ -3,9 +3,18 @@
 "Pin run" keeps a :class:`RunRecord` of the current run (its settings, its curves and
 its token paths); later runs draw over it, the pinned run faded and grey, on the KL,
 energy and token plots, each legend naming the settings in which the two runs differ
-("same seed, β = 1 vs β = 4"). "Clear pinned" forgets them. Pinned runs are saved to
-and loaded from one NetCDF file (:func:`to_netcdf`, :func:`from_netcdf`) that carries
-each run's settings, so a comparison prepared before a class opens in it.
+("same seed, β = 1 vs β = 4"). "Clear pinned" forgets them.
+
+A run pinned and then changed would go on from the pinned state, its curve drawn over
+the ghost up to the pin and with no ghost beyond it: nothing to compare. So the first
+change of a setting after a pin (or a load) restarts the run from t = 0 with the new
+settings (:meth:`PinnedRuns.restart_for_comparison`), and the panel says so: both runs
+then start from the same state and their curves part where the settings make them part.
+Later changes apply mid-run as usual (a quench against a pinned run stays possible).
+
+Pinned runs are saved to and loaded from one NetCDF file (:func:`to_netcdf`,
+:func:`from_netcdf`) that carries each run's settings, so a comparison prepared before
+a class opens in it.
 
 File layout (NetCDF 3, written by xarray with SciPy's engine like the run's download,
 :mod:`app.export`): global attributes ``format`` (:data:`FORMAT`), ``version`` and
@@ -300,6 +309,8 @@ class PinnedRuns:
     def __init__(self, dashboard):
         self.dashboard = dashboard
         self.runs: list[RunRecord] = []
+        self._compare_next = False  # a pin waits for the change that restarts the run
+        self.note = None  # the panel's line about the restart (made by :meth:`panel`)
         ts = dashboard.timeseries
         self.figures = (ts.fig_kl, ts.fig_kl_log, ts.fig_energy)
         # per slot, made at its first use (a session that pins nothing pays nothing)
@@ -349,12 +360,34 @@ class PinnedRuns:
         record = RunRecord.from_frames(d.settings, list(d.history))
         self.runs = [*self.runs, record][-MAX_PINNED:]
         self.draw()
+        self._compare_next = True
+        self._say("")
         return record
+
+    def restart_for_comparison(self) -> bool:
+        """Whether a setting's change restarts the run: the first change after a pin
+        (or a load) of a run already under way does, so that the two runs start from the
+        same state (the dashboard then resets). Asked once per change."""
+        if not (self._compare_next and self.runs):
+            return False
+        self._compare_next = False
+        if self.dashboard.sim.t == 0:
+            return False
+        self._say("The run restarted from t = 0 with the new settings: a change after "
+                  "pinning starts a new run, compared with the pinned one from the same "
+                  "start (later changes apply mid-run).")
+        return True
+
+    def _say(self, text: str) -> None:
+        if self.note is not None:
+            self.note.object = text
 
     def clear(self) -> None:
         """Forget every pinned run."""
         self.runs = []
         self.draw()
+        self._compare_next = False
+        self._say("")
 
     def save(self) -> bytes:
         """The pinned runs as a NetCDF file (:func:`to_netcdf`)."""
@@ -373,6 +406,7 @@ class PinnedRuns:
         runs = from_netcdf(payload)
         self.runs = [*self.runs, *runs][-MAX_PINNED:]
         self.draw()
+        self._compare_next = True
         return runs
 
     # -- drawing ---------------------------------------------------------------
@@ -479,6 +513,8 @@ class PinnedRuns:
         load_label = pn.pane.Markdown("Pinned runs file (`.nc`, from *Save pinned*):",
                                       margin=(0, 10))
         self.load_note = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10))
+        self.note = pn.pane.Markdown("", sizing_mode="stretch_width", margin=(0, 10),
+                                     styles={"font-style": "italic"})
 
         def refresh():
             save.disabled = not self.runs
@@ -515,7 +551,7 @@ class PinnedRuns:
         self.buttons = {"pin": pin, "clear": clear, "save": save, "load": load}
         return pn.Column(pn.pane.Markdown("**Compare runs** (pinned runs drawn grey)",
                                           margin=(0, 10)),
-                         pn.Row(pin, clear), pn.Row(save), load_label, load,
+                         pn.Row(pin, clear), self.note, pn.Row(save), load_label, load,
                          self.load_note, listing,
                          sizing_mode="stretch_width")
 

@@ -179,7 +179,11 @@ class Playback(param.Parameterized):
         try:
             self._apply_quench()
             n = self.steps_per_frame
-            self.sim.advance(n)
+            k = self._quench_steps(n)
+            if k is not None:  # a quench inside the frame: applied at its time
+                self.sim.advance(k)
+                self._apply_quench()
+            self.sim.advance(n - (k or 0))
             frame = self.sim.frame()
             ref = None
             if self.reference is not None:

@@ -274,16 +274,27 @@ class SettingsIO(param.Parameterized):
 
     def _apply_quench(self):
         q = self._quench
-        if q is not None and self.sim.t >= q["at_t"] - 1e-12:
+        if q is not None and self.sim.t >= q["at_t"] - 0.5 * self.sim.settings.dt:
+            # forgotten first: the change may run a frame at once (``_refresh``), which
+            # applied and logged the quench a second time, a frame later
+            self._quench, t = None, self.sim.t
             changes = presets.quench_changes(q)
             running, self._running_preset = self._running_preset, None
             self._fired_quench = (q, {k: getattr(self.settings, k) for k in changes}, running)
             self.settings.param.update(**changes)
             if running is not None:  # the quench is the preset's own: it still runs
                 self._running_preset = (running[0], used_settings(self.settings), running[2])
-            self._quench = None
             text = ", ".join(f"{k} → {v:g}" for k, v in changes.items())
-            self.caption.object += f"  \n*Quench at t = {self.sim.t:.3g}: {text}*"
+            self.caption.object += f"  \n*Quench at t = {t:.3g}: {text}*"
+
+    def _quench_steps(self, n: int) -> int | None:
+        """The steps of a frame of ``n`` before a pending quench falling inside it (the
+        frame stops there, so the quench lands on its time), or None."""
+        q = self._quench
+        if q is None:
+            return None
+        k = round((q["at_t"] - self.sim.t) / self.sim.settings.dt)
+        return k if 0 < k < n else None
 
     # -- pasted JSON -----------------------------------------------------------
     def settings_json(self) -> str:

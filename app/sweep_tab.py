@@ -8,6 +8,17 @@ its cells of the map (a HoloViews ``QuadMesh`` fed by a ``Pipe``), the progress 
 advances, and "Cancel" stops the sweep. Hovering a cell shows the settings and the value;
 clicking it loads that point into the live view (``on_point``).
 
+The tab never opens empty: it shows a shipped example (:data:`EXAMPLE`, the lag
+amplitude of the attention-only model on the oscillation path over β × γ with the
+theory's contours, computed by :func:`write_example`), its choices in the controls, and
+says how to run one's own. Regenerate it after a change of the dynamics with
+``python -c "from app.sweep_tab import write_example; write_example()"`` (its test
+checks cells of it against fresh runs).
+
+"Cancel" cancels the sweep's pending tasks and restarts the workers still running one
+of its batches (a running task cannot be interrupted otherwise: it kept a core busy
+for up to a minute); another sweep's tasks on those workers are run again elsewhere.
+
 Theory drawn over the map (Theory page): on a ``lag_amplitude`` sweep of the
 oscillation path, contours of the two-source lag amplitude ``βδω/√(λ² + ω²)``; on a
 ``blowup_time`` sweep, the first-order ``T_max`` as a second map beside it.
@@ -15,6 +26,7 @@ oscillation path, contours of the two-source lag amplitude ``βδω/√(λ² + �
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable
@@ -28,12 +40,28 @@ import param
 from dynamics import PATHS, Settings, SweepRun, models
 from dynamics.sweeps import METRICS, QUIET_CLUSTER, two_source_lag_amplitude
 
+from .resources import asset
+
 #: Settings of the two-source lag formula (the oscillation path's).
 LAG_SETTINGS = ("beta", "gamma", "omega", "amplitude")
 #: Text settings swept as one number (a diagonal given by one value).
 NUMBER_TEXTS = ("kernel_diag", "value_diag")
 #: Cells of the theory contours' own grid, per axis.
 THEORY_CELLS = 64
+
+#: The example shown when the tab opens (:func:`write_example`).
+EXAMPLE = asset("data", "sweep_example.json")
+#: The example's choices (the tab's controls) and its base settings (the defaults).
+EXAMPLE_CHOICES = {"model": "attention", "path": "oscillation", "x": "beta", "x_start": 0.3,
+                   "x_end": 3.0, "x_log": True, "y": "gamma", "y_start": 0.1, "y_end": 10.0,
+                   "y_log": True, "cells": 8, "metric": "lag_amplitude", "t_end": 5.0}
+#: What the example is, and how to run one's own.
+EXAMPLE_TEXT = (
+    "**Example shown at first** (precomputed, shipped with the app): the lag amplitude of "
+    "the attention-only model on the oscillation path over β × γ, dashed: the two-source "
+    "theory's contours (Theory page, tracking the moving softmax). **Your own:** choose a "
+    "model, two settings, their ranges and a metric on the left and press **Run** (the "
+    "other settings are the main tab's); click a cell to load it into the live view.")
 
 _CLIENT = None
 _CLIENT_LOCK = threading.Lock()
@@ -123,6 +151,45 @@ def cell_edges(values, log: bool) -> np.ndarray:
     return np.concatenate([[2 * v[0] - mid[0]], mid, [2 * v[-1] - mid[-1]]])
 
 
+def example_grid() -> tuple[dict, dict]:
+    """The example's base settings and grid (:data:`EXAMPLE_CHOICES`)."""
+    c = EXAMPLE_CHOICES
+    base = Settings(model=c["model"], path=c["path"]).values()
+    grid = {c["x"]: axis_values(c["x_start"], c["x_end"], c["cells"], c["x_log"]),
+            c["y"]: axis_values(c["y_start"], c["y_end"], c["cells"], c["y_log"])}
+    return base, grid
+
+
+def write_example(path=None, client=None) -> dict:
+    """Run the example sweep and write it (JSON) to ``path`` (default: the repository's
+    ``assets/data/sweep_example.json``); returns what was written."""
+    c = EXAMPLE_CHOICES
+    base, grid = example_grid()
+    run = SweepRun(Settings(**base), grid, c["t_end"], [c["metric"]], client=client)
+    ds = run.run()
+    values = ds[c["metric"]].transpose(c["y"], c["x"]).values
+    status = ds["status"].transpose(c["y"], c["x"]).values
+    example = {"choices": c, "base": base, "x_values": grid[c["x"]],
+               "y_values": grid[c["y"]],
+               "values": [[v if np.isfinite(v) else None for v in row] for row in values],
+               "status": [[str(v) for v in row] for row in status]}
+    if path is None:
+        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "data",
+                            "sweep_example.json")
+    with open(path, "w") as f:
+        json.dump(example, f, indent=0)
+        f.write("\n")
+    return example
+
+
+def read_example() -> dict | None:
+    """The shipped example (:func:`write_example`), or None when it cannot be read."""
+    try:
+        return json.loads(EXAMPLE.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 class SweepTab(pn.viewable.Viewer):
     """Pick a model (and path), two settings and their ranges, a metric; run; watch the
     map fill."""
@@ -147,12 +214,14 @@ class SweepTab(pn.viewable.Viewer):
     t_end = param.Number(default=5.0, bounds=(1e-3, 1e4), doc="Final time of every run.")
 
     def __init__(self, settings: Settings | None = None,
-                 on_point: Callable[[dict], object] | None = None, client=None, **params):
+                 on_point: Callable[[dict], object] | None = None, client=None,
+                 example: bool = False, **params):
         super().__init__(**params)
         self.settings = settings if settings is not None else Settings()
         self.on_point = on_point
         self.client = client
         self.run: SweepRun | None = None
+        self.base: dict | None = None  # the base settings of the map shown
         self._thread: threading.Thread | None = None
         self._doc = None
         self.values: dict[str, np.ndarray] = {}
@@ -167,6 +236,29 @@ class SweepTab(pn.viewable.Viewer):
         self.run_button.on_click(lambda event: self.start())
         self.cancel_button.on_click(lambda event: self.cancel())
         self._layout = None
+        self.restarting: threading.Thread | None = None  # workers restarted by a cancel
+        if example:
+            self.show_example()
+
+    def show_example(self) -> bool:
+        """Show the shipped example (:data:`EXAMPLE`) with its choices in the controls;
+        False (the map stays empty) when it cannot be read."""
+        ex = read_example()
+        if ex is None:
+            return False
+        self.param.update(**ex["choices"])
+        self.base = dict(ex["base"])
+        self.axes = (list(ex["x_values"]), list(ex["y_values"]))
+        values = np.array([[np.nan if v is None else v for v in row] for row in ex["values"]],
+                          dtype=float)
+        self.values = {ex["choices"]["metric"]: values}
+        self.status = np.array(ex["status"], dtype=object)
+        self._new_plots()
+        self.second_pane.visible = False
+        self.progress.visible = False  # (until a sweep of one's own runs)
+        self._push()
+        self.message.object = EXAMPLE_TEXT
+        return True
 
     # -- choices --------------------------------------------------------------------
     @param.depends("model", watch=True, on_init=True)
@@ -220,12 +312,12 @@ class SweepTab(pn.viewable.Viewer):
         except ValueError as err:
             self.message.object = f"**Not run:** {err}"
             return False
-        self.run = run
+        self.run, self.base = run, dict(run.base)
         self.axes = (run.grid[self.x], run.grid[self.y])
         shape = (len(self.axes[1]), len(self.axes[0]))
         self.values = {m: np.full(shape, np.nan) for m in run.metrics}
         self.status = np.full(shape, "", dtype=object)
-        self.progress.max, self.progress.value = run.total, 0
+        self.progress.max, self.progress.value, self.progress.visible = run.total, 0, True
         self.message.object = f"running {run.total} points…"
         self.run_button.disabled, self.cancel_button.disabled = True, False
         self._new_plots()
@@ -244,9 +336,30 @@ class SweepTab(pn.viewable.Viewer):
         return self._thread is not None and self._thread.is_alive()
 
     def cancel(self) -> None:
-        """Cancel the running sweep (its finished cells stay)."""
-        if self.run is not None:
-            self.run.cancel()
+        """Cancel the running sweep (its finished cells stay): its pending tasks are
+        cancelled and the workers running one of its batches restarted (in a thread:
+        :attr:`restarting`), so that no core stays busy with a cancelled sweep."""
+        run = self.run
+        if run is None:
+            return
+        client = run._client  # the client running it, while it runs
+        keys = {f.key for f in run._futures}
+        busy = []
+        if client is not None and keys:
+            try:
+                busy = [w for w, tasks in client.processing().items() if keys & set(tasks)]
+            except Exception:  # the cluster may be closing already
+                busy = []
+        run.cancel()
+        if busy:
+            def restart():
+                try:
+                    client.restart_workers(busy, raise_for_error=False)
+                except Exception:  # a worker gone already, a closing cluster
+                    pass
+
+            self.restarting = threading.Thread(target=restart, daemon=True)
+            self.restarting.start()
 
     def _work(self) -> None:
         run = self.run
@@ -320,7 +433,9 @@ class SweepTab(pn.viewable.Viewer):
 
     @property
     def metric_shown(self) -> str:
-        return self.run.metrics[0] if self.run is not None else self.metric
+        if self.run is not None:
+            return self.run.metrics[0]
+        return next(iter(self.values), self.metric)
 
     def _quadmesh(self, data):
         label = self.metric_shown
@@ -353,15 +468,15 @@ class SweepTab(pn.viewable.Viewer):
 
     def _theory_data(self):
         """The two-source lag amplitude on a fine grid of the axes, or None."""
-        if not (self.run is not None and self.metric_shown == "lag_amplitude"
-                and reads_path(self.model) and self.run.base["path"] == "oscillation"
+        if not (self.base is not None and self.metric_shown == "lag_amplitude"
+                and reads_path(self.model) and self.base["path"] == "oscillation"
                 and {self.x, self.y} <= set(LAG_SETTINGS)):
             return None
         xs, ys = self.axes
         fx = (np.geomspace if self.x_log else np.linspace)(xs[0], xs[-1], THEORY_CELLS)
         fy = (np.geomspace if self.y_log else np.linspace)(ys[0], ys[-1], THEORY_CELLS)
         X, Y = np.meshgrid(fx, fy)
-        values = {k: self.run.base[k] for k in LAG_SETTINGS}
+        values = {k: self.base[k] for k in LAG_SETTINGS}
         values[self.x], values[self.y] = X, Y
         return {"x": fx, "y": fy, "z": two_source_lag_amplitude(
             values["beta"], values["gamma"], values["omega"], values["amplitude"])}
@@ -376,7 +491,7 @@ class SweepTab(pn.viewable.Viewer):
 
     def _on_tap(self, x=None, y=None):
         """A click at ``(x, y)``: load the nearest grid point into the live view."""
-        if x is None or y is None or self.run is None or self.on_point is None:
+        if x is None or y is None or self.base is None or self.on_point is None:
             return
         point = self.point_at(x, y)
         if point is not None:
@@ -393,7 +508,7 @@ class SweepTab(pn.viewable.Viewer):
             return None
         point = {"model": self.model, self.x: xs[i], self.y: ys[j]}
         if reads_path(self.model):
-            point["path"] = self.run.base["path"]
+            point["path"] = self.base["path"]
         return point
 
     # -- layout ---------------------------------------------------------------------
@@ -414,4 +529,5 @@ class SweepTab(pn.viewable.Viewer):
         return self._layout
 
 
-__all__ = ["SweepTab", "axis_values", "cell_edges", "default_range", "shared_client", "sweepable"]
+__all__ = ["SweepTab", "axis_values", "cell_edges", "default_range", "read_example",
+           "shared_client", "sweepable", "write_example"]

@@ -30,7 +30,7 @@ from bokeh.models import ColumnDataSource, Label, LabelSet, LinearAxis, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
-from .guides import Guides
+from .guides import Guides, change_marks
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
 
@@ -411,16 +411,19 @@ class TimeSeries(pn.viewable.Viewer):
         (:attr:`dynamics.Simulation.changes`) on the energy and KL plots; ``()`` removes
         them all (a new run).
 
-        The changes of one slider drag (:func:`coalesce`) make one marker: a line where
-        the drag began, a light band over the time it lasted, and one label from the
-        first value to the last. The markers are rows of one source drawn by one
+        The changes of one slider drag, and changes whose labels would overlap
+        (:func:`app.guides.change_marks`, by the time shown), make one marker: a line
+        where they began, a light band over the time they lasted, and one label from
+        the first value to the last. The markers are rows of one source drawn by one
         renderer per plot, so a new change costs one small data update, not new
         models on the page.
         """
-        if len(changes) == self._changes_shown:
+        x = self.fig_kl_log.x_range
+        span = max(float(x.end) - float(x.start), 0.0)
+        if (len(changes), span) == self._changes_shown:
             return
-        self._changes_shown = len(changes)
-        marks = coalesce(changes, merge_gap(self.source.data["t"]))
+        self._changes_shown = (len(changes), span)  # labels merge by the time shown
+        marks = change_marks(changes, merge_gap(self.source.data["t"]), span)
         self.marker_source.data = {
             "t0": [m[0] for m in marks], "t1": [m[1] for m in marks],
             "text": [m[2] for m in marks]}

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 import panel as pn
-from bokeh.models import ColumnDataSource, HoverTool, LinearColorMapper, Range1d
+from bokeh.models import (
+    CDSView,
+    ColumnDataSource,
+    HoverTool,
+    IndexFilter,
+    LinearColorMapper,
+    Range1d,
+)
 from bokeh.palettes import Turbo256
 from bokeh.plotting import figure
 
@@ -64,7 +71,13 @@ class Trajectories(pn.viewable.Viewer):
                              line_color="black", level="overlay")
         self.fig.scatter("x", "y", source=self.reference, size=11, marker="circle",
                          fill_color=None, line_color="gray", line_width=1.5, level="overlay")
-        self.fig.add_tools(HoverTool(renderers=[r], tooltips=[("token", "@token")]))
+        # the token pointed at (a click here or on a row of a heatmap: Heatmaps.link_tokens)
+        self.chosen = IndexFilter(indices=[], name="token_chosen")
+        self.fig.scatter("x", "y", source=self.tokens, view=CDSView(filter=self.chosen),
+                         size=17, fill_color=None, line_color="#ff2d2d", line_width=3,
+                         level="overlay")
+        self.fig.add_tools(HoverTool(renderers=[r], tooltips=[
+            ("token", "@token"), ("click", "outline its rows of A and A*")]))
         self.clear()
 
     def show_reference(self, shown: bool) -> None:
@@ -91,6 +104,8 @@ class Trajectories(pn.viewable.Viewer):
         """Add the features of ``frame`` (and of the reduced run's frame, if given)."""
         X = frame.features
         if self.axes is None or self.buffer.shape[1] != X.shape[0]:
+            if self.buffer is not None and self.chosen.indices:
+                self.chosen.indices = []  # another number of tokens
             self.mean, self.axes = principal_axes(X)
             self.buffer = np.zeros((TRAIL, X.shape[0], 2))
             self.count = self.frames = 0

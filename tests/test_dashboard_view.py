@@ -85,14 +85,16 @@ def test_colour_scales_of_a_and_a_star():
     h = d.heatmaps
     largest = max(h.attention.data["image"][0].max(), h.softmax.data["image"][0].max())
     assert largest < 0.5  # on the fixed scale the maps would be uniformly dark
+    smallest = min(h.attention.data["image"][0].min(), h.softmax.data["image"][0].min())
+    h.color_scale = SCALES[2]  # logarithmic (automatic is the default: issue #27)
     h.color_scale = SCALES[1]  # automatic
     for fig in (h.fig_attention, h.fig_softmax):
         mapper = fig.renderers[0].glyph.color_mapper
-        assert isinstance(mapper, LinearColorMapper) and mapper.low == 0
+        assert isinstance(mapper, LinearColorMapper) and 0 <= mapper.low <= smallest
         assert largest <= mapper.high < 4 * largest
-        assert (_bar(fig).color_mapper.low, _bar(fig).color_mapper.high) == (0, mapper.high)
+        assert (_bar(fig).color_mapper.low, _bar(fig).color_mapper.high) == (
+            mapper.low, mapper.high)
     h.color_scale = SCALES[2]  # logarithmic
-    smallest = min(h.attention.data["image"][0].min(), h.softmax.data["image"][0].min())
     for fig in (h.fig_attention, h.fig_softmax):
         mapper = fig.renderers[0].glyph.color_mapper
         assert isinstance(mapper, LogColorMapper)
@@ -110,8 +112,8 @@ def test_colour_scales_of_a_and_a_star():
 
 def test_scale_limits_change_in_steps():
     assert scale_limits(SCALES[1], 0.0, 1.0, 0.001, 0.03) == (0.0, 2.0**-5)
-    assert scale_limits(SCALES[1], 0.0, 2.0**-5, 0.001, 0.02) is None  # still fills it
-    assert scale_limits(SCALES[1], 0.0, 2.0**-5, 0.001, 0.004) == (0.0, 2.0**-7)
+    assert scale_limits(SCALES[1], 0.0, 2.0**-5, 0.001, 0.025) is None  # still fills it
+    assert scale_limits(SCALES[1], 0.0, 2.0**-5, 0.001, 0.004) == (4 * 2.0**-12, 17 * 2.0**-12)
     assert scale_limits(SCALES[2], 1e-3, 1.0, 2e-5, 0.3) == (1e-5, 1.0)
     assert scale_limits(SCALES[2], 1e-5, 1.0, 3e-5, 0.3) is None
     assert scale_limits(SCALES[2], 1e-3, 1.0, 0.0, 0.3)[0] == pytest.approx(1e-12)

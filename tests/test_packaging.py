@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "app", "dynamics", "assets")
 ASSETS = ("style.css", "presets/attention.json", "presets/inertial.json", "theory/part1.md",
           "data/minilm_heads.npz", "data/LICENSE-all-MiniLM-L6-v2.txt",
+          "data/sweep_example.json",
           "theory/part2.md", "katex/LICENSE", "katex/fonts/KaTeX_Main-Regular.woff2",
           "katex/fonts/KaTeX_Size2-Regular.woff2")
 

@@ -115,7 +115,9 @@ def test_dashboard_sweep_tab_loads_a_clicked_point_into_the_live_view():
     d.__panel__()
     d.tabs.active = TABS.index("Sweep")
     tab = d.sweep_tab
-    assert isinstance(tab, SweepTab) and tab.model == d.settings.model
+    # the tab opens on its example, whose choices the controls show (issue #27)
+    assert isinstance(tab, SweepTab) and tab.model == "attention"
+    assert tab.metric == "lag_amplitude" and np.isfinite(tab.values["lag_amplitude"]).all()
     tab.on_point({"model": "canonical", "beta": 2.5, "gamma": 0.4})
     assert d.tabs.active == 0
     assert (d.settings.model, d.settings.beta, d.settings.gamma) == ("canonical", 2.5, 0.4)
