@@ -12,6 +12,7 @@ import json
 import re
 
 import pytest
+from helpers import open_group
 from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -46,6 +47,7 @@ def _open(page, url):
 
 
 def _paste(page, settings: dict):
+    open_group(page, "Export, slides and settings as text")
     page.locator("textarea").fill(json.dumps(settings))
     page.get_by_role("button", name="Apply pasted settings").click()
 
@@ -110,6 +112,8 @@ def test_feedback_next_to_the_hand(page, server, console_errors):
     button = page.get_by_role("button", name="Apply pasted settings").bounding_box()
     box = message.bounding_box()
     assert 0 <= box["y"] - (button["y"] + button["height"]) < 80, (button, box)
+    open_group(page, "Weights and sentences")
+    open_group(page, "Compare runs")
     assert page.get_by_text("Weights file (.npz)").count() == 1
     assert page.get_by_text("Pinned runs file (.nc").count() == 1
     with page.expect_download() as download:

@@ -6,6 +6,7 @@ notice, pinned runs and quench markers (marker ``ui``; the plain tests are in
 import re
 
 import pytest
+from helpers import open_group
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -63,6 +64,7 @@ def test_heatmaps_use_the_data_range_and_point_at_a_token(page, server, console_
     # N = 8: the colour scale is the data's, not [0, 1] (a uniformly dark block)
     low, high = page.evaluate(LIMITS)
     assert (low, high) != (0, 1) and 0 <= low < high <= 1
+    open_group(page, "View")
     page.locator("select").filter(has_text="fixed 0–1").select_option("fixed 0–1")
     page.wait_for_function(f"() => ({LIMITS})()[1] === 1", timeout=10000)
     # a click on row 3 of A outlines that row on every map and rings token 3
@@ -189,6 +191,7 @@ def test_a_change_after_pinning_restarts_the_run_beside_the_ghost(page, server,
     page.wait_for_selector(".bk-Canvas", timeout=90000)
     page.wait_for_function(f"() => ({RUNS})().run_t.length > 30", timeout=60000)
     _pause(page)
+    open_group(page, "Compare runs")
     page.get_by_role("button", name="Pin run").click()
     page.get_by_text("pinned 1: canonical · β = 1").wait_for(timeout=60000)
     ghost_end = page.evaluate(RUNS)["ghost_t"][-1]
