@@ -87,13 +87,12 @@ def test_coupled_diagnostics_match_reference(model, lam_h):
                ("dissipated",) if model == "canonical" else ())
 
 
-# --- value matching just below the stiff branch (issue #31) -----------------------------
-#: Value matching from uniform attention (the default start, off A*; N = 6, d = 3, seed 8,
-#: random momenta) to t = 2: every diagnostic within RTOL at dt = 0.01, λh = γ/β · dt from
-#: 0.002 to 0.2 (β = 5, γ = 20: λh = 0.04, just below the stiff branch, with a feedback
-#: gain up to 33 λ). The canonical model at β = 5, γ = 20 (the dynamics of κ = 0) still
-#: errs by 1.9e-3 there: its plain steps keep the trapezoidal rule on D (issue #31).
-#: Each case's reference is one solve_ivp (about 0.1 s); the 24 cases take about 6 s.
+# --- value matching and the canonical model just below the stiff branch (issue #31) ------
+#: Value matching and the canonical model from uniform attention (the default start, off
+#: A*; N = 6, d = 3, seed 8, random momenta) to t = 2: every diagnostic within RTOL at
+#: dt = 0.01, λh = γ/β · dt from 0.002 to 0.2 (β = 5, γ = 20: λh = 0.04, just below the
+#: stiff branch, with value matching's feedback gain up to 33 λ). Each case's reference is
+#: one solve_ivp (about 0.1 s); the 24 + 6 cases take about 8 s.
 BELOW_T_END = 2.0
 BELOW_KAPPA = (0.0, 1.0, 3.0, 5.0)
 BELOW_BETA = (1.0, 5.0)
@@ -101,8 +100,11 @@ BELOW_GAMMA = (1.0, 5.0, 20.0)
 
 
 def _below_settings(beta, gamma, kappa):
-    return Settings(model="value_matching", n_tokens=6, dim=3, seed=8, beta=beta,
-                    gamma=gamma, kappa=kappa, init_momentum="random")
+    """Value matching with ``kappa``; the canonical model when ``kappa`` is None."""
+    values = {"model": "canonical"} if kappa is None else {"model": "value_matching",
+                                                           "kappa": kappa}
+    return Settings(n_tokens=6, dim=3, seed=8, beta=beta, gamma=gamma,
+                    init_momentum="random", **values)
 
 
 @functools.cache
@@ -128,26 +130,44 @@ def test_value_matching_every_diagnostic_at_dt_0_01(kappa, beta, gamma):
     assert not bad, f"κ = {kappa}, β = {beta}, γ = {gamma} (λh = {gamma / beta * DT:g}): {bad}"
 
 
-@pytest.mark.parametrize("kappa", [0.0, 3.0])
-def test_value_matching_error_has_no_jump_at_the_stiff_branch(kappa):
-    """β = 5, γ = 20 (λ = 4) with dt across ``STIFF_LAMBDA_H / λ``: the error of ∫D over
+@pytest.mark.parametrize("gamma", BELOW_GAMMA)
+@pytest.mark.parametrize("beta", BELOW_BETA)
+def test_canonical_every_diagnostic_at_dt_0_01(beta, gamma):
+    """The canonical model's steps below the stiff branch take ∫D from the free-energy
+    balance too (``EtdVerlet.verlet``; the batch engine's copy, ``CanonicalBatch.step``,
+    bit for bit). With the trapezoidal rule on ``D``, β = 5, γ = 20 (λh = 0.04) failed:
+    ∫D off by 1.85e-3; now 1.7e-4 (every case within 5.3e-4, the tracking bound's)."""
+    errors = _below_errors(beta, gamma, None, round(BELOW_T_END / DT))
+    bad = {k: v for k, v in errors.items() if v > RTOL}
+    assert not bad, f"β = {beta}, γ = {gamma} (λh = {gamma / beta * DT:g}): {bad}"
+
+
+@pytest.mark.parametrize("kappa", [0.0, 3.0, None],
+                         ids=["value_matching-kappa0", "value_matching-kappa3", "canonical"])
+def test_error_has_no_jump_at_the_stiff_branch(kappa):
+    """β = 5, γ = 20 (λ = 4) with dt across ``STIFF_LAMBDA_H / λ``, value matching with
+    ``kappa`` and the canonical model (None): the error of ∫D over
     dt² (the constant of its order 2) on both sides of the threshold within a factor
     ``JUMP``, and every diagnostic within RTOL. With the trapezoidal rule on ``D`` below
-    the branch, ∫D's constant jumped from 64 to 1.6 at κ = 3 (19 to 0.58 at κ = 0); now
-    2.3 to 1.6 (1.7 to 0.58). (H's constant jumps too, 0.63 to 1.17 and 2.1 to 0.04, but
-    its errors stay below 3.5e-4: the states below and above the branch differ.)"""
+    the branch, ∫D's constant jumped from 64 to 1.6 at κ = 3 (19 to 0.58 at κ = 0, 18.6 to
+    0.58 for the canonical model, its errors 2.4e-3 and 2.8e-3 at λh = 0.045 and 0.049);
+    now 2.3 to 1.6 (1.7 to 0.58; canonical 1.7 to 0.58). (H's constant jumps too, 0.63 to
+    1.17 and 2.1 to 0.04, but its errors stay below 3.5e-4: the states below and above the
+    branch differ; the canonical tracking bound's errors are 6.5e-4 and 7.8e-4 below it,
+    3.3e-5 and 4.8e-5 above.)"""
     lam = 20.0 / 5.0
+    label = "canonical" if kappa is None else f"value matching, κ = {kappa}"
     constants = {}
     for lam_h in (0.045, 0.049, 0.051, 0.055):
         n_steps = round(BELOW_T_END * lam / lam_h)
         dt = BELOW_T_END / n_steps
         errors = _below_errors(5.0, 20.0, kappa, n_steps)
         bad = {k: v for k, v in errors.items() if v > RTOL}
-        assert not bad, f"κ = {kappa}, λh = {lam * dt:.4f}: {bad}"
+        assert not bad, f"{label}, λh = {lam * dt:.4f}: {bad}"
         constants[lam * dt] = errors["dissipated"] / dt**2
     values = list(constants.values())
     assert max(values) <= JUMP * min(values), (
-        f"κ = {kappa}: ∫D error / dt² across λh = {STIFF_LAMBDA_H}: "
+        f"{label}: ∫D error / dt² across λh = {STIFF_LAMBDA_H}: "
         + ", ".join(f"{x:.4f}: {v:.2f}" for x, v in constants.items()))
 
 
