@@ -95,12 +95,12 @@ class ExactLogit(Stepper):
         X1M = X1 @ prob.M
         S1 = X1M @ X1.T
         S1_dot = score_rate(X1, X1_dot, prob.M, X1M)
-        if lam * h > STIFF_LAMBDA_H:  # exact for scores cubic in time (no O(h/λ) lag)
+        stiff = lam * h > STIFF_LAMBDA_H
+        if stiff:  # exact for scores cubic in time (no O(h/λ) lag)
             Z1 = hermite_logit_step(st.Z, st.S, S1, st.S_dot, S1_dot, beta, lam, h)
         else:
             Z1 = logit_step(st.Z, st.S, S1, beta, lam, h)
         A1 = en.rowsoftmax(Z1, centred=True)
-        stiff = lam * h > STIFF_LAMBDA_H
         a_sdot0 = carry.A_S_dot
         if a_sdot0 is None:
             a_sdot0 = float(np.vdot(st.A, st.S_dot))
