@@ -100,7 +100,7 @@ class CanonicalBatch:
     (:attr:`rows`, their indices in the list)."""
 
     #: Per-run constants and state, stacked along the first axis (compacted together).
-    STACKS = ("E", "c0", "b", "w0", "w1", "decay", "drift", "minus_beta", "lam_over_beta",
+    STACKS = ("E", "c0", "b", "w0", "w1", "decay", "drift", "beta",
               "mass_col", "mass", "confinement", "M", "MMt", "norm_limit",
               "X", "P", "Z", "A", "S", "S_dot", "Bound", "dissipated", "work", "osc")
 
@@ -126,8 +126,7 @@ class CanonicalBatch:
         self.w1 = np.array([p.beta * w[1] for p, w in zip(probs, trap, strict=True)])[:, None]
         self.decay = np.array([math.exp(-p.relaxation_rate * h) for p in probs])[:, None]
         self.drift = col([h / p.mass for p in probs])  # h/m
-        self.minus_beta = col([-p.beta for p in probs])
-        self.lam_over_beta = np.array([p.relaxation_rate / p.beta for p in probs])
+        self.beta = np.array([p.beta for p in probs])
         self.mass = np.array([p.mass for p in probs])
         self.mass_col = col([p.mass for p in probs])  # P/m is divided, as a run divides
         self.confinement = np.array([p.confinement for p in probs])
@@ -141,13 +140,13 @@ class CanonicalBatch:
         self.dissipated = np.array([st.dissipated for st in states])
         self.work = np.array([st.work for st in states])
         self.osc = en.oscillation(self.S_dot)
-        self.force = self.D = None  # the first step computes them as a run does
+        self.force = self.neg_entropy = None  # the first step computes them as a run does
         self.rows = np.arange(len(self.sims))
         self._flags()
 
     def _keep(self, keep):
         """Only the rows ``keep`` (a boolean mask) go on."""
-        for name in self.STACKS + (("force", "D") if self.force is not None else ()):
+        for name in self.STACKS + (("force", "neg_entropy") if self.force is not None else ()):
             setattr(self, name, getattr(self, name)[keep])
         self.rows = self.rows[keep]
         self._flags()
@@ -171,16 +170,15 @@ class CanonicalBatch:
             force[nz] -= self.confinement[nz, None, None] * X[nz]
         return force
 
-    def _rate(self, A, Z, S):
-        """``logit_dissipation_rate``: ``(λ/β) Σ_i Var_{A_i}(Z_i − βS_i)``, per run. A
-        run computes ``Z − S`` when β = 1, else ``(−βS) + Z``: the same number (``x − y``
-        is ``x + (−y)`` in IEEE arithmetic and ``−1·S`` is ``−S`` exactly)."""
-        W = np.multiply(S, self.minus_beta)
-        W += Z
-        np.subtract(W, np.vecdot(A, W)[..., None], out=W)
-        np.multiply(W, W, out=W)
-        n = len(W)
-        return self.lam_over_beta * np.vecdot(A.reshape(n, -1), W.reshape(n, -1))
+    def _vdot(self, x, y):
+        """``float(np.vdot(x, y))`` per run (the flattened rows' dot, as BLAS takes it)."""
+        n = len(x)
+        return np.vecdot(x.reshape(n, -1), y.reshape(n, -1))
+
+    def _neg_entropy(self, A, Z):
+        """``transient.neg_entropy``: ``Σ A log A`` per run, ``⟨A, Z⟩ + Σ_i log max_j A_ij``
+        (row maxima of ``Z`` 0)."""
+        return self._vdot(A, Z) + np.log(en._max_reduce(A, -1)).sum(axis=-1)
 
     @staticmethod
     def _axpy(a, x, y):
@@ -204,9 +202,9 @@ class CanonicalBatch:
         d = X0.shape[-1]
         if self.force is None:  # the first step: CanonicalProblem.force(X, A)
             force0 = self._force(X0, A0, X0 @ self.M, X0 @ self.M.transpose(0, 2, 1))
-            D0 = self._rate(A0, Z0, S0)
+            n0 = self._neg_entropy(A0, Z0)
         else:
-            force0, D0 = self.force, self.D
+            force0, n0 = self.force, self.neg_entropy
         P_half = P0 + tau * force0
         X1 = X0 + self.drift * P_half
         X1MMt = X1 @ self.MMt
@@ -219,9 +217,14 @@ class CanonicalBatch:
         A1 = np.exp(Z1)
         A1 *= np.divide(1.0, en._sum_reduce(A1, -1))[..., None]
         force1 = self._force(X1, A1, X1M, X1Mt)
-        D1 = self._rate(A1, Z1, S1)
+        n1 = self._neg_entropy(A1, Z1)
         P1 = P_half + tau * force1
-        dissipated = self.dissipated + 0.5 * h * (D0 + D1)
+        # ∫D from the free-energy balance at the trapezoidal mean of attention
+        # (``transient.trapezoid_path_dissipation``, as a run's step below the stiff branch)
+        vdot = self._vdot
+        balance = 0.5 * (vdot(A1, S0) + vdot(A1, S1) - vdot(A0, S0) - vdot(A0, S1))
+        balance -= (n1 - n0) / self.beta
+        dissipated = self.dissipated + balance
         # the tracking bound (TrackedEtdVerlet.finish on plain steps): dS/dt at the end
         V1 = P1 / self.mass_col if self.any_mass else P1
         S1_dot = np.concatenate((V1 @ self.M, X1M), axis=2) @ np.concatenate(
@@ -243,7 +246,7 @@ class CanonicalBatch:
             raise FloatingPointError("a run stops at this step")
         self.X, self.P, self.Z, self.A, self.S = X1, P1, Z1, A1, S1
         self.S_dot, self.Bound, self.osc = S1_dot, Bound, osc1
-        self.force, self.D, self.dissipated = force1, D1, dissipated
+        self.force, self.neg_entropy, self.dissipated = force1, n1, dissipated
         self.t = self.t + h
 
     # -- one run at a time, where a step fails for some run ----------------------------
@@ -257,7 +260,7 @@ class CanonicalBatch:
     def _alone(self):
         """This step row by row through each run's own engine; runs that stop leave."""
         if self.force is None:
-            self.force, self.D = np.empty_like(self.X), np.empty(len(self.X))
+            self.force, self.neg_entropy = np.empty_like(self.X), np.empty(len(self.X))
             first = True
         else:
             first = False
@@ -266,7 +269,8 @@ class CanonicalBatch:
             sim = self.sims[i]
             sim._state = self._state_of(k)
             sim._carry = VerletCarry(force=None if first else self.force[k].copy(),
-                                     D=None if first else float(self.D[k]),
+                                     neg_entropy=None if first else float(
+                                         self.neg_entropy[k]), continued=not first,
                                      osc_S_dot=self.osc[k].copy())
             sim.advance(1)
             st, carry = sim._state, sim._carry
@@ -274,7 +278,8 @@ class CanonicalBatch:
             self.S_dot[k], self.Bound[k] = st.S_dot, st.B
             self.dissipated[k], self.work[k] = st.dissipated, st.work
             if sim.status == "running":
-                self.force[k], self.D[k], self.osc[k] = carry.force, carry.D, carry.osc_S_dot
+                self.force[k], self.osc[k] = carry.force, carry.osc_S_dot
+                self.neg_entropy[k] = carry.neg_entropy
             else:
                 keep[k] = False
         self.t = self.t + self.h

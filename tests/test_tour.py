@@ -49,7 +49,12 @@ def _check_main(step):
         assert change.work > 1.0 and jump == pytest.approx(change.work, rel=1e-9)
         assert after["work"] - before["work"] == pytest.approx(change.work, rel=1e-9)
         sim.advance(200)
-        assert abs(sim.frame().diagnostics["energy_residual"]) < 1e-3
+        # measured 1.5e-3 at t = 5 (H's error −8.2e-4, ∫D's −6.4e-4 against the Richardson
+        # extrapolation from dt/2 and dt/4; the change's work is above 1): since the
+        # canonical model's ∫D below the stiff branch comes from the free-energy balance
+        # (issue #31), its error no longer offsets H's (the trapezoidal rule on D erred by
+        # +5.2e-4, and the residual read 3.6e-4)
+        assert abs(sim.frame().diagnostics["energy_residual"]) < 2e-3
         return
     if kind == "clusters":  # the count at t_end (ε of the preset)
         run = simulate(Settings(**values), t_end=claim["t_end"], every=50)

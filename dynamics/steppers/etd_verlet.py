@@ -337,40 +337,47 @@ class EtdVerlet(Stepper):
         if vm and predicted:  # Ŝ₁ of the logit step came from the prediction of A₁
             S_hat1 = np.matmul(G1, X1.T, out=owned("etd.Sh"))
         P1 = P_half + tau * force1
-        if vm and not stiff:  # ∫D from the balance (below), no D: the carry is no start
+        if not stiff:  # ∫D from the balance (below), no D: the carry is no start
             n1 = neg_entropy(A1, Z1)
-            carry1 = VerletCarry(force1, G1, None, S_hat1, continued=True, neg_entropy=n1)
+            carry1 = VerletCarry(force1, G1, None, S_hat1 if vm else None, continued=True,
+                                 neg_entropy=n1)
         else:
             D0 = rate_at(st.A, st.Z, S_hat0, carry.D)
             D1 = rate_at(A1, Z1, S_hat1)
             carry1 = VerletCarry(force1, G1, D1, S_hat1 if vm else None)
             dissipated = 0.5 * h * (D0 + D1)  # the trapezoidal rule ...
-        if not stiff:
-            if vm:  # ... but value matching's from the balance (issue #31):
-                # its steps below the stiff branch take ``∫D`` from the free-energy balance along
-                # the step (:func:`~.transient.path_dissipation` with the trapezoidal mean ``(A₀ +
-                # A₁)/2``, less ``κ`` :func:`~.feedback.feedback_work`), as its stiff steps do with
-                # a fast transient, not from the trapezoidal rule on ``D``. The feedback speeds the
-                # relaxation up to ``λ + gain`` (gain up to 33 λ at β = 5, γ = 20, κ = 3), which the
-                # trapezoidal rule on ``D`` does not resolve just below ``STIFF_LAMBDA_H``: a start
-                # from uniform attention at λh = 0.04 (N = 6, d = 3, seed 8) put ∫D at t = 2 off by
-                # 6.3e-3 relative (order 2, error/dt² = 64 against 1.6 on the stiff branch above the
-                # threshold: a jump of 40 at λh = 0.05), 1.9e-3 even with κ = 0. By the balance:
-                # 2.3e-4 (error/dt² = 2.3, order 2.0 down to dt = 0.00125), and at most 3.6e-4 on κ
-                # ∈ {0, 1, 3, 5}, β ∈ {1, 5}, γ ∈ {1, 5, 20} (``tests/test_stiff_accuracy.py``).
-                # Taken only above a threshold of ``(λ + gain)h`` instead, the two rules' errors
-                # mixed and the order broke (∫D stalled at 1e-4 from dt = 0.005 down with a
-                # threshold of 0.1). The states are unchanged (golden outputs: bit for bit). The
-                # price: a smooth run's ∫D is less accurate (the defaults at t = 1: 8.7e-5 relative,
-                # now 1.6e-4, both of order 2), and 200 steps at N = 64, d = 16, κ = 1 took 17 %
-                # more CPU time (Σ A log A once a step, carried; two more N×N×d products for the
-                # feedback's work; no D).
-                n0 = carry.neg_entropy
-                n0 = neg_entropy(st.A, st.Z) if n0 is None else n0
-                dissipated = trapezoid_path_dissipation(S_hat0, st.A, n0, S_hat1, A1, n1, beta)
-                if prob.kappa:
-                    dissipated -= prob.kappa * trapezoid_feedback_work(prob.W_V, st.X, X1,
-                                                                       st.A, A1)
+        if not stiff:  # ... but below the stiff branch from the balance (issue #31):
+            # ``∫D`` from the free-energy balance along the step
+            # (:func:`~.transient.path_dissipation` with the trapezoidal mean ``(A₀ + A₁)/2``,
+            # value matching's less ``κ`` :func:`~.feedback.feedback_work`), as a stiff step
+            # with a fast transient takes it, not from the trapezoidal rule on ``D``, which does
+            # not resolve a fast start transient just below ``STIFF_LAMBDA_H`` (``D`` decays at
+            # about 2λ, value matching's at up to 2(λ + gain), gain up to 33 λ at β = 5, γ = 20,
+            # κ = 3). From uniform attention at λh = 0.04 (β = 5, γ = 20; N = 6, d = 3, seed 8)
+            # ∫D at t = 2 was off by 6.3e-3 relative with κ = 3 (order 2, error/dt² = 64
+            # against 1.6 on the stiff branch just above: a jump of 40 at λh = 0.05), 1.9e-3
+            # for the canonical model; by the balance 2.3e-4 (error/dt² 2.3, order 2.0 down to
+            # dt = 0.00125) and 1.7e-4 for the canonical model (error/dt² 1.7); on β ∈ {1, 5},
+            # γ ∈ {1, 5, 20} every diagnostic is within 3.6e-4 for value matching's κ ∈ {0, 1,
+            # 3, 5} and 5.3e-4 for the canonical model (its tracking bound;
+            # ``tests/test_stiff_accuracy.py``). Taken only
+            # above a threshold of ``(λ + gain)h`` instead, the two rules' errors mixed and the
+            # order broke (∫D stalled at 1e-4 from dt = 0.005 down with a threshold of 0.1).
+            # The states are unchanged. The price: a smooth run's ∫D is less accurate (the
+            # defaults at t = 1, both of order 2: value matching's 8.7e-5 relative, now 1.6e-4;
+            # the canonical model's 8.0e-5, now 1.1e-4), and the energy residual no longer
+            # gains from ∫D's error offsetting H's (the canonical β quench of the tour, t = 5:
+            # 3.6e-4, now 1.5e-3). 200 steps at N = 64, d = 16 (CPU time, one BLAS thread):
+            # value matching (κ = 1) 17 % more (Σ A log A once a step, carried, and two more
+            # N×N×d products for the feedback's work, in place of D), the canonical model the
+            # same (0.029 … 0.031 s before and after: Σ A log A in place of D; the batch
+            # engine, 32 runs at N = 16, d = 8: 0.168 → 0.170 s). The batch engine
+            # (:class:`~dynamics.batch.CanonicalBatch`) takes the same balance, bit for bit.
+            n0 = carry.neg_entropy
+            n0 = neg_entropy(st.A, st.Z) if n0 is None else n0
+            dissipated = trapezoid_path_dissipation(S_hat0, st.A, n0, S_hat1, A1, n1, beta)
+            if vm and prob.kappa:
+                dissipated -= prob.kappa * trapezoid_feedback_work(prob.W_V, st.X, X1, st.A, A1)
             return X1, P1, Z1, A1, S1, carry1, X1M, dissipated, 0.0
         # ... and on a stiff step the share of the transient towards the lagged target
         W0 = lagged_start(st.Z, S_hat0, S_hat1, beta, c.lag, work.get("etd.W0", shape))
