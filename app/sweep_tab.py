@@ -364,7 +364,8 @@ class SweepTab(pn.viewable.Viewer):
     def _work(self) -> None:
         run = self.run
         try:
-            run.client = self.client if self.client is not None else shared_client()
+            # the factory: the sweep starts in-process and takes the cluster once it is up
+            run.client = self.client if self.client is not None else shared_client
             run.run()
             text = (f"cancelled after {run.done} of {run.total} points" if run.cancelled
                     else f"done: {run.total} points")

@@ -100,7 +100,7 @@ class Server:
 
 
 @contextlib.contextmanager
-def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
+def served(log_path: Path, app: str = "app/main.py", timeout: float = 180,
            root: Path = ROOT, flags: tuple[str, ...] = QUICK_EXPIRY,
            env: dict[str, str] | None = None) -> Iterator[Server]:
     """``panel serve app`` (a path relative to ``root``, the working directory) with the
@@ -124,7 +124,7 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 60,
                         Path(log_path))
         try:
             deadline = time.monotonic() + timeout
-            while not reachable(server.url, timeout=5):
+            while not reachable(server.url, timeout=20):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"panel serve did not start:\n{server.log()}")
                 time.sleep(0.3)
