@@ -64,6 +64,17 @@ def _spread(png: bytes) -> float:
     return float(np.sqrt(middle.reshape(-1, 3).var(axis=0).sum()))
 
 
+#: The type and upper limit of the attention map's colour mapper.
+MAPPER = """
+() => {
+  const fig = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.title && m.title.text === "Attention A(t)" && m.renderers);
+  const mapper = fig.renderers[0].glyph.color_mapper;
+  return [mapper.type, mapper.high];
+}
+"""
+
+
 def test_colour_scales_show_the_maps_at_large_n(page, server, console_errors):
     page.goto(server + "?n_tokens=256&dim=8")
     page.wait_for_selector(".bk-Canvas", timeout=30000)
@@ -71,11 +82,15 @@ def test_colour_scales_show_the_maps_at_large_n(page, server, console_errors):
     attention = page.locator(".bk-Canvas").first
     select = page.locator("select").filter(has_text="fixed 0–1")
     select.select_option("fixed 0–1")  # (automatic by default: issue #27)
+    page.wait_for_function(f"() => ({MAPPER})()[1] === 1", timeout=30000)
     page.wait_for_timeout(1500)
     fixed = _spread(attention.screenshot())
     spreads = {}
-    for scale in ("logarithmic", "automatic"):
-        select.select_option(scale)
+    for scale, shown in (("logarithmic", "m[0] === 'LogColorMapper'"),
+                         ("automatic", "m[0] === 'LinearColorMapper' && m[1] < 1")):
+        select.select_option(scale)  # (at N = 256 a loaded server is seconds late)
+        page.wait_for_function(f"() => {{ const m = ({MAPPER})(); return {shown}; }}",
+                               timeout=90000)
         page.wait_for_timeout(1500)
         spreads[scale] = _spread(attention.screenshot())
     # entries near 1/N are one dark colour on the fixed scale, and vary on the others
