@@ -207,8 +207,8 @@ class RealHeads(pn.viewable.Viewer):
         self.model_fig.image(image="image", x="x", y="x", dw="dw", dh="dh",
                              color_mapper=mapper, source=self.model_image)
         self.model_fig.visible = False
-        self._model_key = None
-        self._model_attention = None
+        self._model_key = self._model_beta = self._model_head = None
+        dashboard.settings.param.watch(self._retitle, "beta")
         #: the real-head figures of the main tab (the model's attention, the heads' grid)
         self.figures = (self.model_fig, self.grid_fig)
         # your own sentence: where it is enabled, and why not
@@ -319,32 +319,37 @@ class RealHeads(pn.viewable.Viewer):
         """The true attention of the head shown (a real head only), and in the title how
         far A* of the sentence's input features at the current β is from it (rounding at
         β = 1: the scores are the model's)."""
-        settings = self.dashboard.settings
-        values = settings.values()
-        key = (tuple(frame.tokens), values["beta"], *(values[k] for k in CHOICE))
-        if key == self._model_key:
+        values = self.dashboard.settings.values()
+        key = (tuple(frame.tokens), *(values[k] for k in CHOICE))
+        if key != self._model_key:  # (a new run: its restart shows or hides the plot)
+            self._model_key, self._model_beta, self._model_head = key, None, None
+            if frame.tokens and values["weights"] != "seed":
+                try:
+                    real = shipped_heads.chosen(values)
+                except ValueError:
+                    real = None
+                if real is not None and real.tokens == tuple(frame.tokens):
+                    self._model_head = real
+            self.model_fig.visible = self._model_head is not None
+            if self._model_head is not None:
+                n = len(frame.tokens)
+                self.model_fig.x_range.end = self.model_fig.y_range.start = n - 0.5
+                self.model_image.data = {
+                    "image": [self._model_head.attention[0].astype(np.float32)],
+                    "dw": [n], "dh": [n], "x": [-0.5]}
+        self._retitle()
+
+    def _retitle(self, *events) -> None:
+        """The model attention's title: how far A* of the sentence's input at the current
+        β is from it (β changes the title only: the run goes on)."""
+        real, beta = self._model_head, self.dashboard.settings.beta
+        if real is None or beta == self._model_beta:
             return
-        self._model_key = key
-        real = None
-        if frame.tokens and values["weights"] != "seed":
-            try:
-                real = shipped_heads.chosen(values)
-            except ValueError:
-                real = None
-        if real is None or real.tokens != tuple(frame.tokens):
-            self.model_fig.visible = False
-            return
-        truth = real.attention[0]
+        self._model_beta = beta
         X, M, _ = real.scaled()
-        gap = float(np.abs(softmax(values["beta"] * (X @ M[0] @ X.T), axis=1) - truth).max())
-        n = len(frame.tokens)
-        self.model_fig.x_range.end = self.model_fig.y_range.start = n - 0.5
-        self.model_image.data = {"image": [truth.astype(np.float32)], "dw": [n], "dh": [n],
-                                 "x": [-0.5]}
+        gap = float(np.abs(softmax(beta * (X @ M[0] @ X.T), axis=1) - real.attention[0]).max())
         self.model_fig.title.text = (f"The model's attention, head {real.heads[0]}\nA* of "
-                                     f"its input at β = {values['beta']:.3g}: max diff "
-                                     f"{gap:.0e}")
-        self.model_fig.visible = True
+                                     f"its input at β = {beta:.3g}: max diff {gap:.0e}")
 
     # -- your own weights --------------------------------------------------------
     def _on_upload(self, event) -> None:

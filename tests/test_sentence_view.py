@@ -62,6 +62,10 @@ def test_your_sentence_restarts_the_run_and_the_url_carries_it(tiny):
     assert float(title.rsplit("at β = 1: max diff ", 1)[1]) < 1e-10, title
     np.testing.assert_allclose(d.real_heads.model_image.data["image"][0], frame.softmax,
                                atol=1e-7)  # (at t = 0, drawn in float32)
+    d.settings.beta = 3.0  # (paused: the title follows at once; the run goes on)
+    gap = d.real_heads.model_fig.title.text.rsplit("at β = 3: max diff ", 1)[1]
+    assert float(gap) > 1e-3 and d.sim.frame().t == 0
+    d.settings.beta = 1.0
     # refused: empty, too long; the last sentence goes on, the notice names why
     for text, why in (("  ", "text must be a sentence: it is empty"),
                       (" ".join(["cat"] * 40), "text must have at most 32 word pieces")):
