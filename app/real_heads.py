@@ -274,12 +274,10 @@ class RealHeads(pn.viewable.Viewer):
         pasted settings) undone."""
         dash = self.dashboard
         names = {e.name for e in events if e.name in Settings.names()}
-        message = f"Not applied: {err}"
-        if names & {"weights", "checkpoint"}:
-            message = "\n".join(fit_real_head(dash.settings)) or message
-        else:
+        fixed = fit_real_head(dash.settings) if names & {"weights", "checkpoint"} else []
+        if not fixed:
             dash.settings.param.update(**{e.name: e.old for e in events if e.name in names})
-        self.show_refusal(message)
+        self.show_refusal("\n".join(fixed) or f"Not applied: {err}")
 
     def show_refusal(self, message: str) -> None:
         """``message`` in the page's notice (cleared by the next restart) and under the
