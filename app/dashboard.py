@@ -30,7 +30,7 @@ from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
 from .pinned import PinnedRuns
 from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
 from .projector import Projector
-from .real_heads import RealHeads, find_checkpoint, fit_real_head
+from .real_heads import RealHeads, fit_real_head
 from .resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
 from .theory import Theory, TheoryLinks
@@ -88,7 +88,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if query:
             notices += self.apply_query(query)
         # a real head that does not exist (?weights=minilm&layer=3): the nearest that does
-        notices += fit_real_head(self.settings, find_checkpoint(self.settings))
+        notices += fit_real_head(self.settings)
         self.notice = "\n".join(notices)
         self.sim = Simulation(self.settings)
         self.reference = None
@@ -252,7 +252,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         try:
             self.sim.reset()
         except ValueError as err:  # (settings changed together: a preset, pasted ones)
-            fixed = fit_real_head(self.settings, self.real_heads.checkpoint)
+            fixed = fit_real_head(self.settings)
             if not fixed:
                 raise
             self.real_heads.show_refusal("\n".join([f"Not applied: {err}", *fixed]))

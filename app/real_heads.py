@@ -42,9 +42,19 @@ ENABLE_HINT = ("**Your own sentence** on every layer and head: install all-MiniL
 CHOICE = ("weights", "checkpoint", "sentence", "layer", "head", "heads", "text")
 
 
+def checkpoint_installed(settings) -> bool:
+    """Whether the checkpoint folder the settings name (``checkpoint``, else the
+    environment variable, else an installed MiniLM: :func:`dynamics.bert.find_checkpoint`)
+    has its three files (nothing is read: a page without your own sentence loads no
+    model)."""
+    folder = bert.find_checkpoint(settings.checkpoint or None)
+    return folder is not None and all((folder / n).is_file() for n in bert.FILES)
+
+
 def find_checkpoint(settings) -> bert.Checkpoint | None:
-    """The checkpoint the settings name (``checkpoint``, else the environment variable,
-    else an installed MiniLM: :func:`dynamics.bert.open_checkpoint`), or None."""
+    """The checkpoint the settings name, read (once per server process:
+    :func:`dynamics.bert.open_checkpoint`), or None where there is none or it cannot be
+    used."""
     try:
         return bert.open_checkpoint(settings.checkpoint or None)
     except ValueError:
@@ -64,7 +74,7 @@ def _span(values) -> str:
             else ", ".join(map(str, values)))
 
 
-def fit_real_head(settings, checkpoint=None, apply: bool = True) -> list[str]:
+def fit_real_head(settings, apply: bool = True) -> list[str]:
     """Change the settings to a real head that exists, saying why (one line per change):
     ``weights="checkpoint"`` without a checkpoint falls back to the shipped heads, a layer
     or head out of range to the nearest that exists, a shipped sentence out of range to
@@ -80,11 +90,14 @@ def fit_real_head(settings, checkpoint=None, apply: bool = True) -> list[str]:
         fixes[name] = value
         why.append(f"{problem}; {instead}" if apply else problem)
 
-    weights = settings.weights
-    if weights == "checkpoint" and checkpoint is None:
-        fix("weights", "minilm", "weights = checkpoint: no checkpoint is installed here "
-            f"({bert.INSTALL_HINT} installs one)", "the shipped sentences are shown instead")
-        weights = "minilm"
+    weights, checkpoint = settings.weights, None
+    if weights == "checkpoint":
+        try:
+            checkpoint = bert.open_checkpoint(settings.checkpoint or None)
+        except ValueError as err:  # (none installed: the message says how to install one)
+            fix("weights", "minilm", f"weights = checkpoint: {err}",
+                "the shipped sentences are shown instead")
+            weights = "minilm"
     layers, n_heads = choices(weights, checkpoint)
     if settings.layer not in layers:
         nearest = min(layers, key=lambda v: (abs(v - settings.layer), v))
@@ -222,14 +235,14 @@ class RealHeads(pn.viewable.Viewer):
         self.model_fig.image(image="image", x="x", y="x", dw="dw", dh="dh",
                              color_mapper=mapper, source=self.model_image)
         self.model_fig.visible = False
-        self._model_key = None
-        self._model_attention = None
+        self._model_key = self._model_beta = self._model_head = None
+        dashboard.settings.param.watch(self._retitle, "beta")
         #: the real-head figures of the main tab (the model's attention, the heads' grid)
         self.figures = (self.model_fig, self.grid_fig)
         # your own sentence: where it is enabled, and why not
-        self.checkpoint = find_checkpoint(dashboard.settings)
+        self.installed = checkpoint_installed(dashboard.settings)
         self.sentence_note = pn.pane.Markdown(
-            "" if self.checkpoint is not None else ENABLE_HINT,
+            "" if self.installed else ENABLE_HINT,
             sizing_mode="stretch_width", margin=(0, 10))
         self.controls = None
         self.words = ColumnDataSource({"x": [], "y": [], "word": []})
@@ -273,7 +286,9 @@ class RealHeads(pn.viewable.Viewer):
         file's 2 and 5 as one step of 3)."""
         if self.controls is None:
             return
-        layers, n_heads = choices(self.dashboard.settings.weights, self.checkpoint)
+        settings = self.dashboard.settings
+        checkpoint = find_checkpoint(settings) if settings.weights == "checkpoint" else None
+        layers, n_heads = choices(settings.weights, checkpoint)
         steps = {b - a for a, b in zip(layers, layers[1:], strict=False)}
         widgets = self.controls.widgets
         if "layer" in widgets:
@@ -289,12 +304,10 @@ class RealHeads(pn.viewable.Viewer):
         pasted settings) undone."""
         dash = self.dashboard
         names = {e.name for e in events if e.name in Settings.names()}
-        message = f"Not applied: {err}"
-        if names & {"weights", "checkpoint"}:
-            message = "\n".join(fit_real_head(dash.settings, self.checkpoint)) or message
-        else:
+        fixed = fit_real_head(dash.settings) if names & {"weights", "checkpoint"} else []
+        if not fixed:
             dash.settings.param.update(**{e.name: e.old for e in events if e.name in names})
-        self.show_refusal(message)
+        self.show_refusal("\n".join(fixed) or f"Not applied: {err}")
 
     def show_refusal(self, message: str) -> None:
         """``message`` in the page's notice (cleared by the next restart) and under the
@@ -314,7 +327,7 @@ class RealHeads(pn.viewable.Viewer):
         if labels != self._tokens:
             self._tokens = labels
             label_axes((*self.dashboard.heatmaps.figures, self.model_fig), tokens, labels[1])
-            if self.checkpoint is not None and not self.dashboard._run_error:
+            if self.installed and not self.dashboard._run_error:
                 self.sentence_note.object = ""
         self._show_model_attention(frame)
         if tokens:
@@ -335,32 +348,37 @@ class RealHeads(pn.viewable.Viewer):
         """The true attention of the head shown (a real head only), and in the title how
         far A* of the sentence's input features at the current β is from it (rounding at
         β = 1: the scores are the model's)."""
-        settings = self.dashboard.settings
-        values = settings.values()
-        key = (tuple(frame.tokens), values["beta"], *(values[k] for k in CHOICE))
-        if key == self._model_key:
+        values = self.dashboard.settings.values()
+        key = (tuple(frame.tokens), *(values[k] for k in CHOICE))
+        if key != self._model_key:  # (a new run: its restart shows or hides the plot)
+            self._model_key, self._model_beta, self._model_head = key, None, None
+            if frame.tokens and values["weights"] != "seed":
+                try:
+                    real = shipped_heads.chosen(values)
+                except ValueError:
+                    real = None
+                if real is not None and real.tokens == tuple(frame.tokens):
+                    self._model_head = real
+            self.model_fig.visible = self._model_head is not None
+            if self._model_head is not None:
+                n = len(frame.tokens)
+                self.model_fig.x_range.end = self.model_fig.y_range.start = n - 0.5
+                self.model_image.data = {
+                    "image": [self._model_head.attention[0].astype(np.float32)],
+                    "dw": [n], "dh": [n], "x": [-0.5]}
+        self._retitle()
+
+    def _retitle(self, *events) -> None:
+        """The model attention's title: how far A* of the sentence's input at the current
+        β is from it (β changes the title only: the run goes on)."""
+        real, beta = self._model_head, self.dashboard.settings.beta
+        if real is None or beta == self._model_beta:
             return
-        self._model_key = key
-        real = None
-        if frame.tokens and values["weights"] != "seed":
-            try:
-                real = shipped_heads.chosen(values)
-            except ValueError:
-                real = None
-        if real is None or real.tokens != tuple(frame.tokens):
-            self.model_fig.visible = False
-            return
-        truth = real.attention[0]
+        self._model_beta = beta
         X, M, _ = real.scaled()
-        gap = float(np.abs(softmax(values["beta"] * (X @ M[0] @ X.T), axis=1) - truth).max())
-        n = len(frame.tokens)
-        self.model_fig.x_range.end = self.model_fig.y_range.start = n - 0.5
-        self.model_image.data = {"image": [truth.astype(np.float32)], "dw": [n], "dh": [n],
-                                 "x": [-0.5]}
+        gap = float(np.abs(softmax(beta * (X @ M[0] @ X.T), axis=1) - real.attention[0]).max())
         self.model_fig.title.text = (f"The model's attention, head {real.heads[0]}\nA* of "
-                                     f"its input at β = {values['beta']:.3g}: max diff "
-                                     f"{gap:.0e}")
-        self.model_fig.visible = True
+                                     f"its input at β = {beta:.3g}: max diff {gap:.0e}")
 
     # -- your own weights --------------------------------------------------------
     def _on_upload(self, event) -> None:
@@ -394,7 +412,7 @@ class RealHeads(pn.viewable.Viewer):
         runs_file = self._file is not None and s.weights == "seed" \
             and (s.n_tokens, s.dim) == tuple(self._file[1])
         offered = [v for v in s.param.weights.objects
-                   if v != "checkpoint" or self.checkpoint is not None]  # only what exists
+                   if v != "checkpoint" or self.installed]  # only what exists
         options = {f"your file: {self._file[0]}" if runs_file and v == "seed" else v: v
                    for v in offered}
         shown = widget.options

