@@ -100,7 +100,9 @@ def parse_pasted(text, current: Settings) -> tuple[dict, tuple | None, list[str]
         problems.append(problem)
     if problems:
         return {}, None, problems
-    target = current.copy(**{k: v for k, v in values.items() if k in ("model", "path")})
+    # the settings that decide which others apply (a real head's weights set N and d)
+    target = current.copy(**{k: v for k, v in values.items()
+                             if k in ("model", "path", "weights", "heads")})
     unused = [k for k in values if not applies(k, target)]
     changed = [k for k in unused if values[k] != getattr(current, k)]
     what = f"the {spec(target.model).title} model"
