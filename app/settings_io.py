@@ -101,7 +101,9 @@ def parse_pasted(text, current: Settings) -> tuple[dict, tuple | None, list[str]
         problems.append(problem)
     if problems:
         return {}, None, problems
-    target = current.copy(**{k: v for k, v in values.items() if k in ("model", "path")})
+    # the settings that decide which others apply (a real head's weights set N and d)
+    target = current.copy(**{k: v for k, v in values.items()
+                             if k in ("model", "path", "weights", "heads")})
     missing = fit_real_head(current.copy(**values), apply=False)
     if missing:  # a real head that does not exist (layer 3 of the shipped file)
         return {}, None, missing

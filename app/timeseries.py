@@ -63,8 +63,8 @@ ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
 #: against H − H(0) of ±5 by default, 5,000 for a real head) would flatten the balance
 #: H − H(0), −dissipated and the residual on a shared axis.
 RIGHT_AXIS = ("momentum",)
-#: The right-hand axis's labels: kinetic energy, or the cotangent lift's momentum term.
-KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K(t) (dot-dash)", "momentum term (dot-dash)"
+#: The right-hand axis's labels (in its line's colour; short: a projector's type fits).
+KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K", "momentum term"
 
 
 def change_label(values) -> str:

@@ -89,7 +89,7 @@ def test_the_energy_balance_has_an_axis_of_its_own():
     assert left.start <= balance.min() and balance.max() <= left.end
     span = left.end - left.start
     assert span < 3 * (balance.max() - balance.min())  # the balance fills its axis
-    assert ts.right_axis.axis_label.startswith("kinetic energy K(t)")
+    assert ts.right_axis.axis_label == "kinetic energy K"
     dash.settings.model = "attention"  # no momenta: no right-hand axis
     assert not ts.right_axis.visible
 
@@ -209,3 +209,13 @@ def test_the_csv_reads_with_a_plain_read_csv():
     assert export.read_csv_settings(text) == dash.settings.values()
     old = "# attention-dynamics run\n# beta = 2.0\n# model = \"canonical\"\nt,kl\n0,1\n"
     assert export.read_csv_settings(old) == {"beta": 2.0, "model": "canonical"}
+
+
+def test_pasted_seed_weights_take_their_n_along():
+    """From a real head, pasting seeded weights with N = 16 runs 16 tokens: N applies to
+    the seeded weights pasted, not to the real head's (which set N themselves)."""
+    dash = Dashboard(query={"model": "attention", "path": "static", "weights": "minilm"},
+                     playing=False)
+    assert dash.apply_settings_json('{"model": "canonical", "weights": "seed", "n_tokens": 16}')
+    assert dash.settings.n_tokens == 16 and dash.sim.frame().features.shape[0] == 16
+    assert dash.paste_message == ""
