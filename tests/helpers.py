@@ -33,12 +33,17 @@ def few_examples(max_examples):
 
 def open_group(page, title: str) -> None:
     """Open the sidebar's group ``title`` (a collapsed card) in the Playwright ``page``,
-    if it is not open yet: its header is clicked once its body is seen to be hidden."""
+    if it is not open yet: its header is clicked only when none of its items (its own
+    stylesheets aside) is displayed, and the test waits until one is."""
     header = page.locator(".card-header", has_text=title).first
     header.wait_for(timeout=30000)
-    opened = header.evaluate(
-        "h => { const body = h.parentNode.querySelector(':scope > :not(.card-header)');"
-        " return !!body && body.offsetParent !== null && getComputedStyle(body).display"
-        " !== 'none'; }")
-    if not opened:
-        header.click()
+    shown = ("h => [...h.parentNode.children].some(c => !['STYLE', 'LINK'].includes(c.tagName)"
+             " && !c.classList.contains('card-header') && getComputedStyle(c).display !== 'none')")
+    if header.evaluate(shown):
+        return
+    header.click()
+    for _ in range(300):
+        if header.evaluate(shown):
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"the group {title!r} did not open")
