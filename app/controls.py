@@ -42,7 +42,8 @@ GROUPS = (
                                   "init_attention", "init_momentum", "dt", "seed")),
     ("Path of the scores", ("path", "omega", "amplitude", "switch_time", "settle_rate")),
     ("Tokens on the sphere", ("sphere_kernel", "sphere_weights", "cluster_eps")),
-    ("Weights and sentences", ("weights", "sentence", "layer", "head", "heads")),
+    ("Weights and sentences", ("weights", "checkpoint", "text", "sentence", "layer", "head",
+                               "heads")),
     ("Noise", ("logit_noise",)),
 )
 #: Title of the group of settings no other group lists.

@@ -156,6 +156,12 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         finally:
             self._url_paused = False
         self._sync_url()
+        loc = pn.state.location
+        if self.tour_step == 0 and loc is not None:
+            # sent again even where the server's copy of the URL already has no step: a
+            # page opened from a tour link could keep ?tour_step=N after End tour, so a
+            # reload restarted the tour
+            loc.param.trigger("search")
         if not shown:
             self.notice = (f"the tour has no step {self.tour_step} "
                            f"(it has {len(self.tour.steps)})")
@@ -392,7 +398,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             "View": list(view),
             "Compare runs": [c.compare, self.pinned.panel()],
             "Export, slides and settings as text": [
-                self.downloads, self.slide_downloads, c.paste, c.apply_paste],
+                self.downloads, self.slide_downloads, c.paste, c.apply_paste, c.paste_note],
         }))
         tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
                                         disabled=not self.tour.steps)

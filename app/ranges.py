@@ -23,6 +23,12 @@ SHRINK = 0.25
 TRIM = 0.1
 
 
+#: Decades a log axis spans at most below its largest value: a slope is read over a few
+#: decades, and a lag that falls to rounding (or a run that blows up to 1e12) would
+#: otherwise crush the curve into a flat line.
+MAX_DECADES = 8
+
+
 def log_extent(columns) -> tuple[float, float]:
     """The smallest and largest value of ``columns`` (arrays) to show on a log axis.
 
@@ -30,13 +36,15 @@ def log_extent(columns) -> tuple[float, float]:
     out while any value is above it: a run that starts at A = A* has KL ≈ 1e-15 in its
     first frame only, and that one point stretched the axis to 16 decades (10⁻¹² … 10⁴),
     crushing the curve that follows into a flat line (issue #27, item 5). Its line then
-    starts below the axis, as log 0 = −∞ does.
+    starts below the axis, as log 0 = −∞ does. The axis spans at most
+    :data:`MAX_DECADES` below the largest value.
     """
     values = [v[v > LOG_FLOOR] for v in (np.asarray(c, dtype=float) for c in columns)]
     values = [v for v in values if v.size]
     if not values:
         return LOG_FLOOR, LOG_FLOOR
-    return min(float(v.min()) for v in values), max(float(v.max()) for v in values)
+    hi = max(float(v.max()) for v in values)
+    return max(min(float(v.min()) for v in values), hi / 10.0 ** MAX_DECADES), hi
 
 
 class SteppedRange:

@@ -114,12 +114,17 @@ def test_a_run_from_a_equal_to_the_softmax_keeps_a_readable_log_axis():
 
 
 def test_a_relaxation_keeps_its_decades_on_the_log_axis():
+    """Eight decades of a relaxation, not the 16 to 27 down to rounding."""
     dash = Dashboard(settings=Settings(model="attention", path="static"), playing=False)
     _frames(dash, 400)
     rng = dash.timeseries.fig_kl_log.y_range
     kl = np.asarray(dash.timeseries.source.data["kl"])
     above = kl[kl > LOG_FLOOR]  # (below it: 0 to rounding, drawn at the floor)
-    assert rng.start <= above.min() < 1e-9 and rng.end >= kl.max()
+    # its decades down to MAX_DECADES below the start (the slope is read there)
+    from app.ranges import MAX_DECADES
+
+    assert above.min() < 1e-9
+    assert rng.start <= kl.max() / 10.0 ** MAX_DECADES and rng.end >= kl.max()
 
 
 # -- item 7: choosers that show what runs ---------------------------------------------
@@ -182,8 +187,10 @@ def test_upload_errors_name_the_files_keys():
 
 def test_pasted_settings_are_answered_under_the_box():
     dash = Dashboard(playing=False)
-    sidebar = list(dash.controls.__panel__())
-    assert sidebar.index(dash.paste_note) == sidebar.index(dash.controls.apply_paste) + 1
+    dash.__panel__()
+    card, _ = dash.controls.groups["Export, slides and settings as text"]
+    items = list(card.objects)  # the box's group, where the hand is
+    assert items.index(dash.paste_note) == items.index(dash.controls.apply_paste) + 1
     assert not dash.apply_settings_json('{"beta": "two"}')
     assert dash.paste_note.visible and "beta" in dash.paste_note.object
     assert not dash.alert.visible and dash.notice == ""
@@ -219,3 +226,13 @@ def test_pasted_seed_weights_take_their_n_along():
     assert dash.apply_settings_json('{"model": "canonical", "weights": "seed", "n_tokens": 16}')
     assert dash.settings.n_tokens == 16 and dash.sim.frame().features.shape[0] == 16
     assert dash.paste_message == ""
+
+
+def test_log_extent_spans_at_most_max_decades():
+    """A lag falling to rounding, or a run blowing up, spanned 16 to 27 decades (issue #27,
+    item 5; seen on the β-quench preset and with a pinned run)."""
+    from app.ranges import MAX_DECADES
+
+    assert MAX_DECADES == 8
+    assert log_extent([[1e-15, 1e-3, 1e12]]) == (1e12 / 1e8, 1e12)
+    assert log_extent([[1e-3, 1.0]]) == (1e-3, 1.0)  # a relaxation over 3 decades: whole
