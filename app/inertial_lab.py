@@ -1,10 +1,16 @@
-"""Inertial attention lab: blow-up, momentum, clouds and effective depth (Theory page, Part II).
+"""Inertial attention lab: momentum on a quadratic, blow-up, clouds and effective depth
+(Theory page, Part II).
 
 A view only: the "Run" button (and choosing a preset, the first one running when the lab
 opens, or uploading a weights file whose ``X``, ``A``, ``V``, ``P`` the runs then start from)
 calls :func:`dynamics.inertial.experiments.run_lab_experiment` (whole
 trajectories, computed on demand, no streaming) and maps the fields of its
-:class:`~dynamics.inertial.experiments.LabResult` into the ColumnDataSources. Below the
+:class:`~dynamics.inertial.experiments.LabResult` into the ColumnDataSources. Settings
+whose ``model`` is ``momentum_quadratic`` (the first preset, "Momentum on a quadratic")
+run the base case instead, :func:`dynamics.inertial.momentum.run_momentum_experiment`:
+``f − f*`` on log–log axes with the ``1/t²`` guide and the paths of one token in the
+plane, in place of the attention plots (a weights file always runs the attention
+experiments, from ``nesterov_t0`` = 1 if the base case had it at 0). Below the
 plots, the equations of the Part II models from the registry, with links to their
 sections of the Theory page (:func:`app.explain.models_text`).
 
@@ -24,12 +30,19 @@ from pathlib import Path
 import numpy as np
 import panel as pn
 import param
+from bokeh.core.properties import value
 from bokeh.models import ColumnDataSource, FixedTicker, Label, Range1d, Span
 from bokeh.plotting import figure
 
 from dynamics.cli import WEIGHT_ARRAYS
 from dynamics.inertial import CLOUDS
-from dynamics.inertial.experiments import LAYER_SCHEMES, SOFTMAX_MODELS, run_lab_experiment
+from dynamics.inertial.experiments import (
+    LAYER_SCHEMES,
+    SOFTMAX_MODELS,
+    Curve,
+    run_lab_experiment,
+)
+from dynamics.inertial.momentum import MOMENTUM_MODEL, RUNS, TRACKED, run_momentum_experiment
 from dynamics.settings import Settings
 
 from . import katex
@@ -58,6 +71,13 @@ UPLOAD_HELP = ("Your own data: a `.npz` file with `X` (N×d) and optionally `A`,
 STALE = ("**The plots are stale:** a setting changed since they were computed. Press "
          "**Run** to update them.")
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+#: Colour and dash of each run of the momentum plots (:data:`dynamics.inertial.momentum.RUNS`).
+RUN_STYLES = {"gradient_flow": ("#7f7f7f", "solid"), "heavy_ball": (COLORS[0], "dashdot"),
+              "critical": (COLORS[2], "dashed"), "nesterov": (COLORS[1], "solid")}
+#: The model of the attention experiments when a file leaves the momentum runs.
+ATTENTION_MODEL = "linear_accelerated"
+#: Controls the momentum runs do not read (greyed out while they are shown).
+NOT_MOMENTUM = ("layer_h", "theta")
 
 
 def load_presets(path: str | Traversable = PRESETS_PATH) -> tuple[list[dict], list[str]]:
@@ -191,7 +211,8 @@ def _x_end(curves) -> float:
 
 
 class InertialLab(pn.viewable.Viewer):
-    """The Part II tab: controls, five plots and a status line."""
+    """The Part II tab: controls, the momentum plots or the six attention plots, and a
+    status line."""
 
     preset = param.Selector(default=None, objects=[None], allow_None=True,
                             doc="Preset to load.")
@@ -234,6 +255,10 @@ class InertialLab(pn.viewable.Viewer):
         for widget in (self.kernel_input, self.value_input):
             widget.param.watch(self._check_stale, "value")
         self._build_figures()
+        self.momentum_row, *self.attention_rows = (
+            pn.Row(pn.pane.Bokeh(a), pn.pane.Bokeh(b), sizing_mode="stretch_width")
+            for a, b in ((self.gap_fig, self.path_fig), (self.eig_fig, self.cloud_fig),
+                         (self.layer_fig, self.clouds_fig), (self.ham_fig, self.soft_fig)))
         self.explanation = pn.pane.LaTeX(
             models_text(part=2), renderer="katex", sizing_mode="stretch_width",
             css_classes=["explain"], stylesheets=[katex.STYLESHEET, read_asset("style.css")])
@@ -313,8 +338,41 @@ class InertialLab(pn.viewable.Viewer):
                    legend_label=k.replace("softmax_", ""))
         legend_below(s, ncols=3, label_width=76)  # "first_order" clear of "momentum"
         self.soft_fig = s
-        self.figures = (self.eig_fig, self.cloud_fig, self.layer_fig, self.clouds_fig,
-                        self.ham_fig, self.soft_fig)
+        self._build_momentum_figures(opts)
+        self.figures = (self.gap_fig, self.path_fig, self.eig_fig, self.cloud_fig,
+                        self.layer_fig, self.clouds_fig, self.ham_fig, self.soft_fig)
+
+    def _build_momentum_figures(self, opts):
+        """``f − f*`` (log–log, with the ``1/t²`` guide) and the paths of one token."""
+        m = figure(title="Momentum on a quadratic: f − f*", x_axis_label="time t",
+                   y_axis_label="f(x(t)) − f*", x_axis_type="log", y_axis_type="log",
+                   x_range=Range1d(0.1, 100.0), y_range=Range1d(0.1, 10.0), **opts)
+        self.gap_src = {k: ColumnDataSource({"t": [], "f": []}) for k in RUNS}
+        self.gap_lines = {}
+        for k, src in self.gap_src.items():
+            color, dash = RUN_STYLES[k]
+            self.gap_lines[k] = m.line("t", "f", source=src, color=color, line_dash=dash,
+                                       line_width=2, legend_label=k.replace("_", " "))
+        self.bound_src = ColumnDataSource({"t": [], "f": []})
+        m.line("t", "f", source=self.bound_src, color="black", line_dash="dotted",
+               line_width=2, legend_label="(r−1)²|x₀|²/(2t²)")
+        legend_below(m, ncols=2, label_width=150)
+        self.gap_fig = m
+
+        p = figure(title=f"Path of token {TRACKED + 1} in the plane", x_axis_label="x₁",
+                   y_axis_label="x₂", match_aspect=True, **opts)
+        self.path_src = {k: ColumnDataSource({"x": [], "y": []}) for k in RUNS}
+        self.path_lines = {}
+        for k, src in self.path_src.items():
+            color, dash = RUN_STYLES[k]
+            self.path_lines[k] = p.line("x", "y", source=src, color=color, line_dash=dash,
+                                        line_width=2, legend_label=k.replace("_", " "))
+        self.start_src = ColumnDataSource({"x": [], "y": []})
+        p.scatter("x", "y", source=self.start_src, size=9, color="black",
+                  legend_label="start (at rest)")
+        p.scatter([0.0], [0.0], size=12, marker="cross", color="black", line_width=2)
+        legend_below(p, ncols=2, label_width=150)
+        self.path_fig = p
 
     # ------------------------------------------------------------------ actions
     def _load_preset(self, event):
@@ -356,10 +414,23 @@ class InertialLab(pn.viewable.Viewer):
         return self._run(self.arrays if arrays is None else arrays,
                          kernel_diag=self.kernel_input.value, value_diag=self.value_input.value)
 
+    @property
+    def momentum(self) -> bool:
+        """The lab shows the momentum runs (``model`` is ``momentum_quadratic``)."""
+        return self.settings.model == MOMENTUM_MODEL
+
     def _run(self, arrays, **changes) -> bool:
         s = self.settings
+        momentum = self.momentum and arrays is None
+        if self.momentum and arrays is not None:  # a file's data: the attention experiments
+            changes = {"model": ATTENTION_MODEL, **changes}
+            if s.nesterov_t0 == 0:  # (the base case's start, which they cannot take)
+                changes["nesterov_t0"] = Settings.param.nesterov_t0.default
         try:
-            r = run_lab_experiment(s, arrays=arrays, **changes)
+            if momentum:
+                r = run_momentum_experiment(s, **changes)
+            else:
+                r = run_lab_experiment(s, arrays=arrays, **changes)
         except ValueError as exc:
             self._error(str(exc))
             return False
@@ -369,10 +440,13 @@ class InertialLab(pn.viewable.Viewer):
         if arrays is not None and self._generated is None:  # leaving the generated data
             self._generated = {k: getattr(s, k) for k in FILE_SETTINGS}
         self.arrays = arrays
-        s.param.update(**{k: r.settings[k] for k in FILE_SETTINGS})
+        s.param.update(**{k: r.settings[k] for k in (*FILE_SETTINGS, *changes)})
         self.kernel_input.value, self.value_input.value = s.kernel_diag, s.value_diag
         self.message.visible = False
-        self._show(r)
+        if momentum:
+            self._show_momentum(r)
+        else:
+            self._show(r)
         return True
 
     def _on_upload(self, event) -> None:
@@ -432,11 +506,68 @@ class InertialLab(pn.viewable.Viewer):
         self._forget_file()
         return True
 
+    def _show_mode(self, momentum: bool) -> None:
+        """The momentum plots or the attention plots; the controls the momentum runs do
+        not read greyed out while they are shown (a file's greying is its own)."""
+        self.momentum_row.visible = momentum
+        for row in self.attention_rows:
+            row.visible = not momentum
+        if self.arrays is None:
+            for widget in (self.value_input, *(self.controls[k] for k in NOT_MOMENTUM)):
+                widget.disabled = momentum
+
+    def _show_momentum(self, r) -> None:
+        """Map a :class:`~dynamics.inertial.momentum.MomentumResult` into the momentum
+        plots and the status line."""
+        self._ran = self._controls_now()
+        self.stale.visible = False
+        self._show_mode(True)
+        curves = []
+        for k in RUNS:  # a run left out (the heavy ball at the critical α) is hidden
+            run = r.runs.get(k)
+            gap = run.gap_curve() if run is not None else Curve(np.zeros(0), np.zeros(0))
+            path = run.path() if run is not None else Curve(np.zeros(0), np.zeros(0))
+            self.gap_src[k].data = {"t": gap.x, "f": gap.y}
+            self.path_src[k].data = {"x": path.x, "y": path.y}
+            self.gap_lines[k].visible = self.path_lines[k].visible = run is not None
+            curves += [gap] if run is not None else []
+        self.bound_src.data = {"t": r.bound.x, "f": r.bound.y}
+        for fig in (self.gap_fig, self.path_fig):  # the legends name the runs as run
+            for item, key in zip(fig.legend[0].items, RUNS, strict=False):
+                item.visible = key in r.runs
+                if key in r.runs:
+                    item.label = value(r.runs[key].label)
+        self.start_src.data = {"x": [r.X0[TRACKED, 0]],
+                               "y": [r.X0[TRACKED, 1] if r.X0.shape[1] > 1 else 0.0]}
+        start, end = log_range([c.y for c in curves])
+        self.gap_fig.y_range.update(start=start, end=end)
+        self.gap_fig.yaxis.ticker = decade_ticker(start, end)
+        t_lo = min((float(c.x[0]) for c in curves if len(c.x)), default=0.1)
+        self.gap_fig.x_range.update(start=t_lo, end=r.horizon)
+        self.gap_fig.xaxis.ticker = decade_ticker(10.0 ** math.floor(math.log10(t_lo)),
+                                                  10.0 ** math.ceil(math.log10(r.horizon)))
+        a = ", ".join(f"{v:.3g}" for v in r.a)
+        self.path_fig.title.text = (f"Path of token {TRACKED + 1} in the plane "
+                                    f"(a = {a})")
+        ends = ", ".join(f"{run.label} {run.suboptimality[-1]:.2e}" for run in r.runs.values())
+        others = [k for k in ("gradient_flow", "heavy_ball") if k in r.runs]
+        ahead = r.ahead_from("nesterov", others)
+        names = " and ".join(r.runs[k].label for k in others)
+        lead = (f"Nesterov is below the {names} from t = {ahead:.3g} on"
+                if ahead is not None else f"Nesterov ends above the {names}")
+        bound = {True: ", and under (r − 1)²|x₀|²/(2t²) at every frame",
+                 False: ", but crosses (r − 1)²|x₀|²/(2t²)", None: ""}[r.bound_holds]
+        errors = [run.exact_error for run in r.runs.values() if run.exact_error is not None]
+        exact = (f"; the runs meet their closed forms to {max(errors):.1e}" if errors else "")
+        self.status.object = (f"f − f* at t = {r.horizon:g}: {ends}. {lead}{bound}{exact} "
+                              f"(RK4, dt = {r.dt:g}).")
+
     def _show(self, r) -> None:
         """Map the fields of a :class:`~dynamics.inertial.experiments.LabResult` into the
         sources, markers and status line."""
         self._ran = self._controls_now()
         self.stale.visible = False
+        self._show_mode(False)
         eigenvalues = (*r.first_order_eigenvalues, *r.accelerated_eigenvalues)
         self.eig_first.data = _lines(r.first_order_eigenvalues)
         self.eig_acc.data = _lines(r.accelerated_eigenvalues)
@@ -490,10 +621,8 @@ class InertialLab(pn.viewable.Viewer):
             *self.controls.values(),
             self.run_button, self.upload_note, self.upload, self.generated_button, width=300)
         plots = pn.Column(
-            self.status, self.stale, self.caption, self.message,
-            *(pn.Row(pn.pane.Bokeh(a), pn.pane.Bokeh(b), sizing_mode="stretch_width")
-              for a, b in ((self.eig_fig, self.cloud_fig), (self.layer_fig, self.clouds_fig),
-                           (self.ham_fig, self.soft_fig))),
+            self.status, self.stale, self.caption, self.message, self.momentum_row,
+            *self.attention_rows,
             pn.Column(self.explanation, sizing_mode="stretch_width", max_width=900),
             sizing_mode="stretch_width", min_width=320)
         return pn.Row(controls, plots, sizing_mode="stretch_width")

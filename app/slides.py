@@ -36,6 +36,7 @@ import numpy as np
 
 from dynamics import RUNNING, Settings, Simulation
 from dynamics.inertial.experiments import lab_settings, run_lab_experiment
+from dynamics.inertial.momentum import MOMENTUM_MODEL, run_momentum_experiment
 
 from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .pinned import RunRecord, comparison_labels, safe_filename
@@ -670,6 +671,50 @@ def lab_slide_figure(result, title: str = "Inertial lab", caption: str = "") -> 
     return fig
 
 
+def momentum_slide_figure(result, title: str = "Momentum on a quadratic",
+                          caption: str = "") -> Figure:
+    """One 16:9 slide of the lab's base case for ``result`` (a
+    :class:`dynamics.inertial.momentum.MomentumResult`): ``f − f*`` of every run on
+    log–log axes with the ``(r − 1)²|x₀|²/(2t²)`` guide, and the paths of the tracked token.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Its axes are ``fig.slide_axes``: keys ``"gap"`` and ``"path"``.
+    """
+    from matplotlib.figure import Figure  # loaded only to draw a slide
+
+    from .inertial_lab import RUN_STYLES
+
+    fig = Figure(figsize=SLIDE_INCHES, dpi=DPI, layout="constrained")
+    text = plain_caption(caption)
+    fig.suptitle(title if not text else f"{title}\n{_wrap(text, 120)}", fontsize=15)
+    shown = ("kernel_diag", "n_tokens", "dim", "seed", "alpha", "nesterov_r", "nesterov_t0")
+    fig.supxlabel(_wrap(" · ".join(f"{k} = {result.settings[k]}" for k in shown)
+                        + f" · RK4, dt = {result.dt:g}", 190), fontsize=10, color="#333")
+    gap, path = fig.subplots(1, 2)
+    dashes = {"solid": "-", "dashed": "--", "dashdot": "-."}
+    for key, run in result.runs.items():
+        color, dash = RUN_STYLES[key]
+        curve = run.gap_curve()
+        gap.plot(curve.x, curve.y, color=color, ls=dashes[dash], lw=2, label=run.label)
+        p = run.path()
+        path.plot(p.x, p.y, color=color, ls=dashes[dash], lw=2, label=run.label)
+    gap.plot(result.bound.x, result.bound.y, color="black", ls=":", lw=2,
+             label="(r−1)²|x₀|²/(2t²)")
+    gap.set(xscale="log", yscale="log", xlabel="time t", ylabel="f(x(t)) − f*",
+            title="f − f* (log–log)")
+    x0 = result.runs["nesterov"].path()
+    path.scatter([x0.x[0]], [x0.y[0]], color="black", s=30, zorder=3, label="start (at rest)")
+    path.scatter([0.0], [0.0], color="black", marker="+", s=80, zorder=3)
+    path.set(xlabel="x₁", ylabel="x₂", aspect="equal",
+             title="Path of token 1 (a = " + ", ".join(f"{v:.3g}" for v in result.a) + ")")
+    for ax in (gap, path):
+        ax.legend(fontsize=9)
+    fig.slide_axes = {"gap": gap, "path": path}
+    return fig
+
+
 # -- headless: a tour's slides -------------------------------------------------
 #: Greek letters of titles spelled out in file names (β stays in "At large β").
 GREEK = {"α": "alpha", "β": "beta", "γ": "gamma", "δ": "delta", "ε": "eps", "η": "eta",
@@ -739,7 +784,8 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
         (a tour step's, :func:`slide_figure`) and ``"quench"`` (a preset's quench,
         :func:`run_frames`; marked on the time plots); a step
         with ``"lab_settings"`` instead (the inertial lab's settings) gets the lab's
-        slide (:func:`lab_slide_figure`).
+        slide (:func:`lab_slide_figure`; the base case's, :func:`momentum_slide_figure`,
+        for ``model = "momentum_quadratic"``).
     out_dir : path
         Created if missing.
     formats : iterable of str
@@ -789,7 +835,11 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
     written = []
     for i, step, settings, t_end in checked:
         caption = str(step.get("caption", step.get("text", "")))
-        if t_end is None:
+        if t_end is None and settings.model == MOMENTUM_MODEL:  # the lab's base case
+            fig = momentum_slide_figure(run_momentum_experiment(settings),
+                                        str(step.get("title", "Momentum on a quadratic")),
+                                        caption)
+        elif t_end is None:
             fig = lab_slide_figure(run_lab_experiment(settings),
                                    str(step.get("title", "Inertial lab")), caption)
         else:

@@ -217,8 +217,9 @@ class Settings(param.Parameterized):
         doc="Coefficient r of the Nesterov damping r/(t + t0).",
     )
     nesterov_t0 = Number(
-        default=1.0, bounds=(1e-3, 1e2), softbounds=(0.01, 10.0),
-        doc="Start time t0 > 0 of the Nesterov damping.",
+        default=1.0, bounds=(0.0, 1e2), softbounds=(0.0, 10.0),
+        doc="Start time t0 of the Nesterov damping r/(t + t0); t0 = 0 (α infinite at "
+            "t = 0) only for a model whose momenta start at rest (momentum_quadratic).",
     )
     kernel_diag = param.String(
         default="1", regex=_FLOAT_LIST,

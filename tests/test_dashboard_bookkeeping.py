@@ -140,6 +140,9 @@ def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
     for p in presets:
         lab.preset = p["name"]
         curve = lab.soft_src["softmax_inertial"].data
+        if lab.momentum:  # the base case (no attention): its own plots, the softmax hidden
+            assert not any(row.visible for row in lab.attention_rows)
+            continue
         if p["name"].startswith("V ⪯ 0"):  # B = V A⁻¹ not positive definite: refused
             assert len(curve["t"]) == 0
             assert "softmax_inertial needs B = V A⁻¹ positive definite" in lab.status.object

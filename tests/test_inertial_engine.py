@@ -18,15 +18,18 @@ from dynamics.inertial import (
     softmax_kernel,
 )
 from dynamics.inertial.accelerated import accelerated_dissipation, accelerated_kinetic
-from dynamics.models import part_two
+from dynamics.models import momentum_quadratic, part_two
 from dynamics.settings import PART_II_MODELS
 from dynamics.steppers import RK4
 from dynamics.workspace import Workspace
 
 SOFTMAX = ("softmax_first_order", "softmax_inertial", "softmax_momentum")
 FIRST_ORDER = ("linear", "softmax_first_order")
+#: Diagnostics a model reports beyond the Part II ones.
+EXTRA_DIAGNOSTICS = {"momentum_quadratic": momentum_quadratic.EXTRA_DIAGNOSTICS}
 #: Settings of each model's order run: moving, bounded over the horizon.
 ORDER_CASES = {
+    "momentum_quadratic": {},
     "linear": {},
     "linear_accelerated": {},
     "softmax_first_order": {},
@@ -36,18 +39,23 @@ ORDER_CASES = {
 
 
 def test_part_two_models_are_registered_in_order_with_rk4():
-    assert PART_II_MODELS == ("linear", "linear_accelerated", "softmax_first_order",
-                              "softmax_inertial", "softmax_momentum")
+    assert PART_II_MODELS == ("momentum_quadratic", "linear", "linear_accelerated",
+                              "softmax_first_order", "softmax_inertial", "softmax_momentum")
     for name in PART_II_MODELS:
         spec = models.get(name)
-        assert spec.part == 2 and spec.stepper is RK4 and RK4.order == 4
+        # (the base case's RK4 also integrates the dissipated energy on its stages)
+        assert spec.part == 2 and issubclass(spec.stepper, RK4) and spec.stepper.order == 4
+        assert (spec.stepper is RK4) == (name != "momentum_quadratic")
         assert spec.energy_settings == ()
         assert set(spec.continue_settings) == {"dt", "damping", "alpha", "nesterov_r",
                                                "nesterov_t0"}
-        assert {"kernel_diag", "value_diag", "matrix_draw", "cloud",
+        assert {"kernel_diag", "matrix_draw", "cloud",
                 "second_moment"} <= set(spec.restart_settings())
+        # the base case has no value matrix
+        assert ("value_diag" in spec.restart_settings()) == (name != "momentum_quadratic")
         assert "field" in spec.readable and "reference" in spec.readable
-        assert (spec.energy is not None) == (name in ("linear_accelerated",
+        assert (spec.energy is not None) == (name in ("momentum_quadratic",
+                                                      "linear_accelerated",
                                                       "softmax_inertial"))
 
 
@@ -55,7 +63,7 @@ def test_part_two_models_are_registered_in_order_with_rk4():
 def test_default_settings_run_with_finite_diagnostics(model):
     sim = Simulation(Settings(model=model))
     f = sim.step(200)
-    assert tuple(f.diagnostics) == DIAGNOSTICS
+    assert tuple(f.diagnostics) == DIAGNOSTICS + EXTRA_DIAGNOSTICS.get(model, ())
     assert all(np.isfinite(v) for v in f.diagnostics.values())
     assert np.all(np.isfinite(f.features)) and np.all(np.isfinite(f.momenta))
     assert f.features.shape == (8, 4) and f.status in (RUNNING, DIVERGED)

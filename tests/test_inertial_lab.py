@@ -41,7 +41,8 @@ def _all_finite(source):
 
 def test_presets_are_valid():
     presets, errors = load_presets()
-    assert not errors and len(presets) == 6
+    assert not errors and len(presets) == 7
+    assert presets[0]["settings"]["model"] == "momentum_quadratic"  # the base case first
 
 
 def test_each_preset_runs_with_finite_data():
@@ -51,6 +52,12 @@ def test_each_preset_runs_with_finite_data():
     for p in presets:
         lab.preset = p["name"]
         assert not lab.message.visible, lab.message.object
+        if lab.momentum:  # the base case: its own plots
+            for src in (*lab.gap_src.values(), *lab.path_src.values(), lab.bound_src):
+                _all_finite(src)
+                assert len(next(iter(src.data.values()))) > 100
+            assert "f − f*" in lab.status.object
+            continue
         sources = [lab.eig_first, lab.eig_acc, lab.cloud0, lab.cloud1, lab.ham_src,
                    *lab.clouds_cmp.values(), *lab.layer_src.values(), *lab.soft_src.values()]
         for src in sources:

@@ -180,7 +180,24 @@ def test_a_part_two_simulation_with_both_matrices_ignores_the_diagonals():
 # -- the view -----------------------------------------------------------------------
 @pytest.fixture
 def lab():
-    return InertialLab()
+    lab = InertialLab()  # it opens on the base case (momentum on a quadratic) …
+    lab.preset = "first-order blow-up at 1/(2 a v s)"  # … files run the attention plots
+    return lab
+
+
+def test_a_file_chosen_on_the_base_case_runs_the_attention_experiments():
+    """The base case has no file: a file leaves it for the attention plots (from t0 = 1,
+    the base case's t0 = 0 being one they cannot take); its generated data come back
+    there too."""
+    lab = InertialLab()
+    assert lab.momentum and lab.settings.nesterov_t0 == 0.0
+    X, A, V = _general()
+    _upload(lab, "mine.npz", _npz(X=X, A=A, V=V))
+    assert not lab.message.visible, lab.message.object
+    assert not lab.momentum and lab.settings.model == "linear_accelerated"
+    assert lab.settings.nesterov_t0 == 1.0 and lab.momentum_row.visible is False
+    assert "(numerical)" in lab.status.object
+    assert lab.use_generated_data() and "first-order T_max = 1.000" in lab.status.object
 
 
 def _upload(lab, name, data):

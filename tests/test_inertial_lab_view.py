@@ -18,14 +18,62 @@ def lab():
 
 
 def _log_figures(lab):
+    if lab.momentum:
+        return (lab.gap_fig,)
     return (lab.eig_fig, lab.clouds_fig, lab.layer_fig, lab.soft_fig)
 
 
 def test_the_lab_opens_on_its_first_preset_run(lab):
+    """The first preset is the base case, momentum on a quadratic (issue #29): its two
+    plots in place of the attention plots, and a status line of its runs."""
     presets, _ = load_presets()
-    assert lab.preset == presets[0]["name"]
-    assert len(lab.eig_first.data["xs"]) == lab.settings.dim
-    assert "T_max = 1.000" in lab.status.object and presets[0]["name"] in lab.caption.object
+    assert lab.preset == presets[0]["name"] == "Momentum on a quadratic"
+    assert lab.momentum and lab.momentum_row.visible
+    assert not any(row.visible for row in lab.attention_rows)
+    assert all(len(src.data["t"]) == 1000 for src in lab.gap_src.values())
+    assert "f − f* at t = 100" in lab.status.object and presets[0]["name"] in lab.caption.object
+
+
+def test_the_base_case_plots_show_its_runs_and_switch_with_the_presets(lab):
+    from dynamics.inertial.momentum import run_momentum_experiment
+
+    presets, _ = load_presets()
+    lab.preset = presets[0]["name"]
+    r = run_momentum_experiment(presets[0]["settings"])
+    assert lab.gap_fig.x_scale.__class__.__name__ == "LogScale"
+    assert lab.gap_fig.y_scale.__class__.__name__ == "LogScale"
+    labels = [item.label.value for item in lab.gap_fig.legend[0].items]
+    assert labels == [run.label for run in r.runs.values()] + ["(r−1)²|x₀|²/(2t²)"]
+    nesterov = r.runs["nesterov"]
+    assert list(lab.gap_src["nesterov"].data["f"]) == list(nesterov.gap_curve().y)
+    assert list(lab.path_src["nesterov"].data["x"]) == list(nesterov.path().x)
+    assert list(lab.bound_src.data["f"]) == list(r.bound.y)
+    assert (lab.gap_fig.x_range.start, lab.gap_fig.x_range.end) == (0.1, 100.0)
+    assert lab.value_input.disabled and lab.controls["theta"].disabled
+    lab.preset = presets[1]["name"]  # an attention preset: its six plots
+    assert not lab.momentum and not lab.momentum_row.visible
+    assert all(row.visible for row in lab.attention_rows)
+    assert not lab.value_input.disabled and not lab.controls["theta"].disabled
+    # the heavy ball at the critical damping is drawn once
+    lab.preset = presets[0]["name"]
+    lab.settings.alpha = 0.2
+    lab.run()
+    assert not lab.gap_lines["heavy_ball"].visible and lab.gap_lines["critical"].visible
+    assert not lab.gap_fig.legend[0].items[1].visible
+    lab.preset = None
+    lab.preset = presets[0]["name"]
+    assert lab.gap_lines["heavy_ball"].visible
+
+
+def test_nesterov_t0_zero_outside_the_base_case_is_refused_by_name(lab):
+    presets, _ = load_presets()
+    lab.preset = presets[1]["name"]
+    before = lab.status.object
+    lab.settings.param.update(damping="nesterov", nesterov_t0=0.0)
+    assert not lab.run()
+    assert lab.message.visible and "nesterov_t0" in lab.message.object
+    assert lab.status.object == before
+    lab.settings.nesterov_t0 = 1.0
 
 
 def test_log_range_spans_whole_decades():
@@ -48,7 +96,7 @@ def test_every_preset_draws_its_curves_inside_decade_axes(lab):
             assert all(math.log10(t) == round(math.log10(t)) for t in ticker.ticks)
             for r in fig.renderers:
                 data = r.data_source.data
-                ys = data.get("ys") or [data.get("s", [])]
+                ys = data.get("ys") or [data.get("s", data.get("f", []))]
                 for y in ys:
                     y = [v for v in y if math.isfinite(v) and v > 0]
                     assert not y or (start <= min(y) and max(y) <= end), (p["name"], fig)

@@ -337,3 +337,29 @@ def test_slide_file_names_keep_greek_letters_and_decimals(tmp_path):
     assert [p.name for p in paths] == ["01_At_large_beta_clusters_wait.png",
                                        "02_beta_2.5_A_quench.png"]
     assert slides.slide_stem("β quench at t = 3") == "beta_quench_at_t_3"
+
+
+def test_the_momentum_step_slide_draws_the_base_case(tmp_path):
+    """The lab's first preset (momentum on a quadratic) gets its own slide: f − f* of every
+    run on log–log axes with the 1/t² guide, and the paths of token 1; through
+    tour_figures as well."""
+    from app.inertial_lab import load_presets
+    from dynamics.inertial.momentum import run_momentum_experiment
+
+    preset = load_presets()[0][0]
+    assert preset["name"] == "Momentum on a quadratic"
+    result = run_momentum_experiment(preset["settings"])
+    fig = slides.momentum_slide_figure(result, caption=preset["caption"])
+    gap, path = fig.slide_axes["gap"], fig.slide_axes["path"]
+    assert gap.get_xscale() == gap.get_yscale() == "log"
+    lines = {line.get_label(): line for line in gap.get_lines()}
+    assert set(lines) == {run.label for run in result.runs.values()} | {"(r−1)²|x₀|²/(2t²)"}
+    nesterov = result.runs["nesterov"]
+    np.testing.assert_array_equal(lines[nesterov.label].get_ydata(), nesterov.gap_curve().y)
+    np.testing.assert_array_equal(path.get_lines()[-1].get_xdata(), nesterov.path().x)
+    assert "nesterov_t0 = 0.0" in fig._supxlabel.get_text()
+    written = slides.tour_figures([{"title": "Momentum first", "text": "A ball in a bowl.",
+                                    "lab_settings": preset["settings"]}], tmp_path,
+                                   formats=("png",))
+    assert [p.name for p in written] == ["01_Momentum_first.png"]
+    assert imread(written[0]).shape[:2] == (1080, 1920)

@@ -18,6 +18,7 @@ from app.tour import load_tour, validate_tour
 from dynamics import Settings, Simulation, simulate
 from dynamics.clustering import cluster_labels
 from dynamics.inertial.experiments import run_lab_experiment
+from dynamics.inertial.momentum import run_momentum_experiment
 from dynamics.noise import small_noise_kl, stationary_variance
 
 TOUR = load_tour()
@@ -121,8 +122,30 @@ def _check_main(step):
         raise AssertionError(f"unknown claim {kind!r}")
 
 
+def _check_momentum(claim, settings):
+    """The base case (MODEL.md §14): Nesterov under its bound at every frame, ahead of the
+    gradient flow and the heavy ball from ``ahead_after`` on, overshooting the minimum
+    along the flat direction where the gradient flow does not; the heavy ball tuned to
+    a_min ahead at the end; every run on its closed form."""
+    r = run_momentum_experiment(settings)
+    runs = r.runs
+    assert settings["nesterov_r"] == 3.0 and settings["nesterov_t0"] == 0.0  # "2|x₀|²/t²"
+    assert r.bound_holds is True
+    ahead = r.ahead_from("nesterov", ("gradient_flow", "heavy_ball"))
+    assert ahead is not None and ahead <= claim["ahead_after"], ahead
+    assert runs["critical"].suboptimality[-1] < 1e-2 * runs["nesterov"].suboptimality[-1]
+    x0 = r.X0[0]
+    assert x0[1] > 0 and runs["nesterov"].path().y.min() < -0.05 * x0[1]  # overshoot
+    assert runs["gradient_flow"].path().y.min() > 0
+    for run in runs.values():
+        assert run.exact_error is not None and run.exact_error <= claim["tolerance"], run.label
+
+
 def _check_lab(step):
     claim, kind = step["claim"], step["claim"]["kind"]
+    if kind == "momentum_base_case":
+        _check_momentum(claim, LAB_PRESETS[step["lab_preset"]]["settings"])
+        return
     r = run_lab_experiment(LAB_PRESETS[step["lab_preset"]]["settings"])
     if kind == "first_order_blowup":
         assert r.first_order_time == pytest.approx(claim["expected"], rel=claim["tolerance"])
@@ -193,7 +216,7 @@ def _step_of(preset: str) -> int:
 def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     d = Dashboard(playing=False, query={"tour_step": "1"})
     d.__panel__()
-    assert "Tour 1/20" in d.tour.title.object and d.settings.path == "static"
+    assert "Tour 1/21" in d.tour.title.object and d.settings.path == "static"
     while d.sim.t < 5.5:
         d.tick()
     guide = d.timeseries.guides.slope.data
@@ -202,7 +225,7 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     assert slope == pytest.approx(-2 * lam, rel=1e-12)
     assert d.timeseries.guides.slope_line.visible
     d.tour.keys.forward += 1  # the → key
-    assert d.tour_step == 2 and "Tour 2/20" in d.tour.title.object
+    assert d.tour_step == 2 and "Tour 2/21" in d.tour.title.object
     assert d.settings.weights == "minilm" and d.timeseries.guides.slope_line.visible
     d.tour_step = _step_of("Attention at rest under noise")
     assert not d.timeseries.guides.slope_line.visible

@@ -2,9 +2,11 @@
 
 Pure NumPy/SciPy: the readable physics of the first-order, accelerated and softmax models
 (velocities, forces, energies), the closed moment systems, blow-up detection, attention
-layers and whitened token clouds. The streaming models are registered in
-:mod:`dynamics.models` (``linear``, ``linear_accelerated``, ``softmax_first_order``,
-``softmax_inertial``, ``softmax_momentum``) and run by :class:`dynamics.Simulation`.
+layers and whitened token clouds, and the base case, momentum on a quadratic, with its
+closed forms (:mod:`dynamics.inertial.quadratic`). The streaming models are registered in
+:mod:`dynamics.models` (``momentum_quadratic``, ``linear``, ``linear_accelerated``,
+``softmax_first_order``, ``softmax_inertial``, ``softmax_momentum``) and run by
+:class:`dynamics.Simulation`.
 """
 
 from .accelerated import (

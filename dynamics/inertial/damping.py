@@ -1,6 +1,9 @@
 """Damping schedules ``α(t)`` of the accelerated models (Theory page, Part II).
 
-``"constant"``: ``α = c``; ``"nesterov"``: ``α(t) = r/(t + t0) + c`` with ``t0 > 0``.
+``"constant"``: ``α = c``; ``"nesterov"``: ``α(t) = r/(t + t0) + c`` with ``t0 ≥ 0``.
+``t0 = 0`` (Su–Boyd–Candès's start) makes ``α`` infinite at ``t = 0``: only a model whose
+momenta start at rest and whose field takes the limit there runs it (:attr:`Damping.singular`;
+MODEL.md §14: ``ẋ ≈ −t ∇f(x₀)/(1 + r)`` near 0, so ``α ẋ`` stays finite).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ class Damping:
     r : float
         Nesterov coefficient ``r ≥ 0`` (unused for ``"constant"``).
     t0 : float
-        Nesterov start ``t0 > 0``.
+        Nesterov start ``t0 ≥ 0`` (``0``: see :attr:`singular`).
     """
 
     kind: str = "constant"
@@ -33,20 +36,27 @@ class Damping:
     def __post_init__(self):
         if self.kind not in ("constant", "nesterov"):
             raise ValueError(f"damping must be 'constant' or 'nesterov', got {self.kind!r}")
-        if self.c < 0 or self.r < 0 or self.t0 <= 0:
-            raise ValueError("damping needs c >= 0, r >= 0 and t0 > 0")
+        if self.c < 0 or self.r < 0 or self.t0 < 0:
+            raise ValueError("damping needs c >= 0, r >= 0 and t0 >= 0")
+
+    @property
+    def singular(self) -> bool:
+        """``α = r/t + c`` with ``r > 0``: infinite at ``t = 0`` (``t0 = 0``)."""
+        return self.kind == "nesterov" and self.t0 == 0 and self.r > 0
 
     def rate(self, t):
-        """``α(t)``."""
-        if self.kind == "constant":
+        """``α(t)`` (``inf`` at ``t = 0`` when :attr:`singular`)."""
+        if self.kind == "constant" or self.r == 0:
             return self.c + 0.0 * np.asarray(t, float)
-        return self.r / (np.asarray(t, float) + self.t0) + self.c
+        with np.errstate(divide="ignore"):
+            return self.r / (np.asarray(t, float) + self.t0) + self.c
 
     def integral(self, t: float, h: float) -> float:
-        """``∫_t^{t+h} α(s) ds``."""
+        """``∫_t^{t+h} α(s) ds`` (``inf`` from ``t = 0`` when :attr:`singular`)."""
         out = self.c * h
-        if self.kind == "nesterov":
-            out += self.r * np.log1p(h / (t + self.t0))
+        if self.kind == "nesterov" and self.r > 0:
+            with np.errstate(divide="ignore"):
+                out += self.r * np.log1p(h / np.float64(t + self.t0))
         return float(out)
 
     def decay(self, t: float, h: float) -> float:

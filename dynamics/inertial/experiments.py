@@ -217,8 +217,13 @@ def lab_data(settings: Settings, arrays: Mapping | None = None) -> LabData:
     Raises
     ------
     ValueError
-        A diagonal does not parse, ``A`` is not positive definite, or ``n_tokens < dim``.
+        A diagonal does not parse, ``A`` is not positive definite, ``n_tokens < dim``, or
+        the Nesterov damping starts at ``t0 = 0`` (only the base case,
+        :mod:`dynamics.inertial.momentum`, takes it).
     """
+    if Damping.from_settings(settings).singular:
+        raise ValueError("nesterov_t0 must be > 0 for the attention experiments: α = r/t "
+                         "is infinite at t = 0 (t0 = 0 is for momentum on a quadratic)")
     if arrays:
         return file_data(settings, arrays)
     d = settings.dim

@@ -19,7 +19,7 @@ from .registry import COMMON_SETTINGS, ModelSpec, get, names, on_change, registe
 MODULES = (
     "attention", "canonical", "value_matching", "cotangent_lift", "reduced", "transformer",
     "sphere",
-    "linear", "linear_accelerated", "softmax_first_order", "softmax_inertial",
+    "momentum_quadratic", "linear", "linear_accelerated", "softmax_first_order", "softmax_inertial",
     "softmax_momentum",
 )
 for _module in MODULES:

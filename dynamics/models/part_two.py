@@ -72,6 +72,10 @@ class Problem:
         Frames show the softmax kernel weights as attention.
     needs_ratio : bool (class attribute)
         :func:`build` computes ``B``.
+    singular_start : bool (class attribute)
+        The model runs the Nesterov damping from ``t0 = 0`` (``α = r/t``, infinite at
+        ``t = 0``): its field takes the finite limit of ``α y`` there, its momenta start
+        at rest (:func:`damping_of` refuses ``t0 = 0`` to the others).
     """
 
     A: np.ndarray
@@ -83,6 +87,7 @@ class Problem:
     dissipative: ClassVar[bool] = False
     softmax: ClassVar[bool] = False
     needs_ratio: ClassVar[bool] = False
+    singular_start: ClassVar[bool] = False
     symmetric: ClassVar[tuple] = ()
     #: The model's name in messages.
     model: ClassVar[str] = "this model"
@@ -134,10 +139,22 @@ def pack(dX: np.ndarray, dY: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def damping_of(values: dict) -> Damping:
-    """The damping schedule of the setting values."""
-    return Damping(values["damping"], values["alpha"], values["nesterov_r"],
-                   values["nesterov_t0"])
+def damping_of(values: dict, singular_start: bool = False) -> Damping:
+    """The damping schedule of the setting values.
+
+    Raises
+    ------
+    ValueError
+        ``nesterov_t0 = 0`` (``α = r/t``, infinite at ``t = 0``) for a model that does
+        not take it (:attr:`Problem.singular_start` False).
+    """
+    damping = Damping(values["damping"], values["alpha"], values["nesterov_r"],
+                      values["nesterov_t0"])
+    if damping.singular and not singular_start:
+        raise ValueError(f"nesterov_t0 must be > 0 for model {values['model']!r}: "
+                         "α = r/(t + t0) is infinite at t = 0 when t0 = 0 (only "
+                         "momentum_quadratic, whose momenta start at rest, takes t0 = 0)")
+    return damping
 
 
 def build(values: dict, given: dict, *, problem_type: type = Problem):
@@ -189,13 +206,14 @@ def build(values: dict, given: dict, *, problem_type: type = Problem):
         X = initial_cloud(values["cloud"], n, d, values["second_moment"], rng)
     refuse_unused(values, given, momentum=problem_type.second_order, slaved=True)
     Y = given.get("momenta", np.zeros((n, d)))
-    problem = problem_type(A=A, V=V, damping=damping_of(values), B=B)
+    problem = problem_type(A=A, V=V, damping=damping_of(values, problem_type.singular_start),
+                           B=B)
     return problem, State(t=0.0, X=X, P=Y)
 
 
 def reproblem(problem: Problem, state: State, values: dict):
     """After a damping change: the problem with the new schedule, the same state."""
-    return replace(problem, damping=damping_of(values)), state
+    return replace(problem, damping=damping_of(values, problem.singular_start)), state
 
 
 def energy(problem: Problem, state: State, log_a=None) -> float:

@@ -16,8 +16,11 @@ def test_inertial_lab_renders_and_responds(page, server, console_errors):
     page.goto(server)
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.get_by_text("Inertial lab").first.click()
-    # the lab is built on first show: 90 s on a loaded machine
-    page.get_by_role("button", name="Run").first.click(timeout=90000)
+    # the lab is built on first show (90 s on a loaded machine), on the base case
+    page.get_by_text(re.compile(r"f − f\* at t = 100")).first.wait_for(timeout=90000)
+    page.locator("select:visible").first.select_option(
+        label="first-order blow-up at 1/(2 a v s)")
+    page.get_by_role("button", name="Run").first.click()
     page.get_by_text(re.compile(r"first-order T_max = 1\.000")).first.wait_for(timeout=30000)
     # the lab's plots (eigenvalues, cloud, layers, clouds, Hamiltonian, softmax) render
     assert page.locator(".bk-Canvas").count() >= 7 + 6
@@ -48,8 +51,8 @@ def test_inertial_lab_opens_on_a_run_with_its_equations(page, server, console_er
     page.goto(server)
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.get_by_text("Inertial lab", exact=True).click()
-    # the first preset has run: no click on Run
-    page.get_by_text(re.compile(r"first-order T_max = 1\.000")).first.wait_for(timeout=90000)
+    # the first preset (the base case) has run: no click on Run
+    page.get_by_text(re.compile(r"f − f\* at t = 100")).first.wait_for(timeout=90000)
     link = page.get_by_role("link", name="Theory page: Accelerated linear attention ▸")
     link.scroll_into_view_if_needed()
     assert page.locator(".katex-html").count() > 5  # the Part II equations, by KaTeX
@@ -79,11 +82,56 @@ def test_the_lab_runs_an_uploaded_file(page, server, console_errors, tmp_path):
     page.goto(server)
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.get_by_text("Inertial lab", exact=True).click()
-    page.get_by_text(re.compile(r"first-order T_max = 1\.000")).first.wait_for(timeout=90000)
+    page.get_by_text(re.compile(r"f − f\* at t = 100")).first.wait_for(timeout=90000)
+    # a file runs the attention experiments (the base case has no file)
     page.locator("input[type=file]:visible").first.set_input_files(str(path))
     page.get_by_text(re.compile(r"first-order T_max = 0\.500 \(numerical\)")).first.wait_for(
         timeout=30000)
     assert page.get_by_text(re.compile(r"Running mine\.npz.*N = 20, d = 2")).count() >= 1
     page.get_by_role("button", name="Back to generated data").click()
     page.get_by_text(re.compile(r"first-order T_max = 1\.000;")).first.wait_for(timeout=30000)
+    assert console_errors == []
+
+
+#: What the page draws of the plot titled ``(title)``: its ranges, axis types, and the
+#: number of points of each line.
+PLOT = """
+(title) => {
+  const plot = [...Bokeh.documents[0]._all_models.values()].find(
+      m => m.title && typeof m.title.text === "string" && m.title.text.startsWith(title)
+           && m.y_range);
+  const lines = plot.renderers.filter(r => r.data_source && r.data_source.data.t)
+      .map(r => r.data_source.data.t.length);
+  return {x: [plot.x_range.start, plot.x_range.end], y: [plot.y_range.start, plot.y_range.end],
+          axes: [plot.below.find(a => a.ticker).type, plot.left[0].type],
+          lines: lines, title: plot.title.text, visible: plot.visible};
+}
+"""
+
+
+@pytest.mark.slow
+def test_the_lab_shows_the_base_case_from_its_first_preset(page, server, console_errors):
+    """Issue #29, done when: the page shows momentum on a quadratic from its preset —
+    f − f* of the gradient flow, two heavy balls and Nesterov on log–log axes with the
+    1/t² guide, and the paths of a token in the ill-conditioned bowl a = (1, 0.01)."""
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.get_by_text("Inertial lab", exact=True).click()
+    status = page.get_by_text(re.compile(r"f − f\* at t = 100")).first
+    status.wait_for(timeout=90000)
+    text = status.inner_text()
+    assert "Nesterov is below the gradient flow and heavy ball α = 2 from t = 12" in text
+    assert "under (r − 1)²|x₀|²/(2t²) at every frame" in text
+    assert page.get_by_text(re.compile(r"Momentum on a quadratic — The base case")).count()
+    gap = page.evaluate(PLOT, "Momentum on a quadratic: f − f*")
+    assert gap["axes"] == ["LogAxis", "LogAxis"] and gap["x"] == [0.1, 100]
+    # four runs at t = 0.1 … 100, and the guide where it is below f(x₀) − f* (t ≥ 2.9)
+    assert gap["lines"][:4] == [1000] * 4 and 950 < gap["lines"][4] < 1000
+    lo, hi = gap["y"]
+    assert lo == 1e-9 and hi == 1
+    path = page.evaluate(PLOT, "Path of token 1 in the plane")
+    assert path["title"] == "Path of token 1 in the plane (a = 0.01, 1)"
+    # the attention plots wait for their presets
+    page.locator("select:visible").first.select_option(label="V ⪯ 0: global existence")
+    page.get_by_text(re.compile(r"first-order T_max = ∞")).first.wait_for(timeout=30000)
     assert console_errors == []

@@ -15,7 +15,7 @@ def test_a_link_opens_the_tour_at_a_step_in_projector_mode(browser, server):
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
         page.goto(server + "?tour_step=4&projector=true")
-        page.get_by_text("Tour 4/20: A moving target").wait_for(timeout=60000)
+        page.get_by_text("Tour 4/21: A moving target").wait_for(timeout=60000)
         page.wait_for_selector(".bk-Canvas", timeout=60000)
         page.wait_for_timeout(2000)
         boxes = page.evaluate(PLOT_BOXES)
@@ -28,10 +28,10 @@ def test_a_link_opens_the_tour_at_a_step_in_projector_mode(browser, server):
         assert size[0] <= 1280 and size[1] <= 720, size
         page.screenshot(path="/tmp/tour_projector.png")
         page.keyboard.press("ArrowRight")
-        page.get_by_text("Tour 5/20: When the target settles").wait_for(timeout=30000)
+        page.get_by_text("Tour 5/21: When the target settles").wait_for(timeout=30000)
         assert "tour_step=5" in page.url  # the step is in the URL: a link to it
         page.keyboard.press("ArrowLeft")
-        page.get_by_text("Tour 4/20").wait_for(timeout=30000)
+        page.get_by_text("Tour 4/21").wait_for(timeout=30000)
         assert errors == []
     finally:
         context.close()
