@@ -152,7 +152,8 @@ def test_projector_mode_shows_a_beside_a_star_and_fits_with_the_tour(browser, se
         _fits(page, opened)
         page.screenshot(path="/tmp/teaching_projector_controls_1280.png")
         page.get_by_role("button", name="☰ Controls").click()  # closes it again
-        page.get_by_role("button", name="↺ Replay from A(0)").wait_for(state="hidden", timeout=10000)
+        page.get_by_role("button", name="↺ Replay from A(0)").wait_for(state="hidden",
+                                                               timeout=10000)
         assert errors == []
     finally:
         context.close()
