@@ -364,8 +364,10 @@ class SweepTab(pn.viewable.Viewer):
     def _work(self) -> None:
         run = self.run
         try:
-            # the factory: the sweep starts in-process and takes the cluster once it is up
-            run.client = self.client if self.client is not None else shared_client
+            # every point on the cluster: a cancel stops a point there (its worker is
+            # restarted), not one running in the server's process
+            run.client = self.client if self.client is not None else shared_client()
+            run.where, run.probe = "cluster", False
             run.run()
             text = (f"cancelled after {run.done} of {run.total} points" if run.cancelled
                     else f"done: {run.total} points")

@@ -786,6 +786,9 @@ class SweepRun:
         self.points = grid_points(self.grid)
         self.total, self.done, self.cached = len(self.points), 0, False
         self.where, self.ran_on, self.local_points, self.cost = where, None, 0, None
+        #: the first point runs here to measure the cost per point; False with a running
+        #: cluster and ``where="cluster"``: every point runs there (cancellable)
+        self.probe = True
         self._cancel = threading.Event()
         self._futures: list = []
         self._client = None
@@ -864,6 +867,13 @@ class SweepRun:
         queue = deque((self.points[k][0], {**self.base, **self.points[k][1]}) for k in order)
         if self.client is None and self.where != "local":
             self.client = running_client()  # a client made in this process is reused
+        if not self.probe and self.where == "cluster" and hasattr(self.client, "submit"):
+            # no probe (the dashboard's tab): every point goes to the running cluster,
+            # none runs here, where a cancel could not stop it (on a worker it is stopped
+            # with its worker); the tasks are sized without a measured cost
+            self.ran_on = "cluster"
+            self._run_on(self.client, list(queue))
+            return
         starter = _ClusterStarter(self) if self.where == "cluster" else None
         try:
             t0 = time.perf_counter()
