@@ -16,7 +16,8 @@ from app import Dashboard  # noqa: E402 (after limiting the BLAS threads)
 # rendered, where the links are turned to the server's copy; a session created while
 # another is destroyed (a tab closed as one opens) kept the CDN links, and offline (a
 # lecture hall) its widgets lost their styles. The server's copy, from the start:
-pn.state.curdoc._template_variables.setdefault("dist_url", LOCAL_DIST)
+if pn.state.curdoc is not None:  # (none when the file is run outside a server)
+    pn.state.curdoc._template_variables.setdefault("dist_url", LOCAL_DIST)
 pn.extension("katex")
 
 Dashboard().servable(title="Nonequilibrium attention dynamics")

@@ -785,7 +785,7 @@ def tour_figures(steps: Iterable[Mapping], out_dir, formats=("png", "svg")) -> l
         :func:`run_frames`; marked on the time plots); a step
         with ``"lab_settings"`` instead (the inertial lab's settings) gets the lab's
         slide (:func:`lab_slide_figure`; the base case's, :func:`momentum_slide_figure`,
-        for ``model = "momentum_quadratic"``).
+        for the momentum_quadratic model).
     out_dir : path
         Created if missing.
     formats : iterable of str

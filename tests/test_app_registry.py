@@ -215,7 +215,10 @@ def test_no_user_facing_text_names_model_md_or_links_out():
 def test_no_model_name_is_a_literal_of_the_app():
     """Model names appear in app/ only where a default names one (see the report)."""
     allowed = {("models.py", "reduced"),  # COMPARISON_MODEL, the comparison mode's reference
-               ("inertial_lab.py", "linear_accelerated")}  # the lab's default settings
+               ("inertial_lab.py", "linear_accelerated"),  # the lab's default settings
+               ("ensemble.py", "attention"),  # the noise tab's example run, shown at first
+               ("sweep_tab.py", "attention"),  # the Sweep tab's shipped example
+               ("projector.py", "sphere")}  # the sphere's two plots' size on a projector
     found = set()
     for path in (ROOT / "app").glob("*.py"):
         text = path.read_text(encoding="utf-8")
