@@ -125,9 +125,9 @@ def test_csv_download_and_inertial_tab(page, server, console_errors):
         page.get_by_text("Download CSV").click()
     with open(info.value.path(), encoding="utf-8") as fh:
         text = fh.read()
-    table = [line for line in text.splitlines() if not line.startswith("#")]
+    table = text.splitlines()  # a plain table: no commented header (issue #27, item 9)
     assert table[0].startswith("t,free_energy") and len(table) > 3
-    assert "# model = \"canonical\"" in text  # the settings, in a commented header
+    assert table[0].endswith(",settings_json") and '""model"": ""canonical""' in table[1]
     assert re.fullmatch(r"canonical_t\d+\.\d{3}_\d{8}-\d{6}\.csv", info.value.suggested_filename)
     page.get_by_text("Inertial lab", exact=True).click()
     page.wait_for_timeout(1500)
