@@ -100,7 +100,7 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         page.get_by_text("Inertial lab", exact=True).click()
         page.get_by_text("first-order T_max").first.wait_for(timeout=90000)  # built on first show
         page.wait_for_timeout(1000)
-        _check_page(page, width, at_least=6)
+        _check_page(page, width, at_least=2)  # its first preset: the momentum base case
         assert errors == []
     finally:
         page.goto("about:blank")
