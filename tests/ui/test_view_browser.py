@@ -80,6 +80,7 @@ def test_colour_scales_show_the_maps_at_large_n(page, server, console_errors):
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.wait_for_timeout(2000)  # playing: the limits follow the frames
     attention = page.locator(".bk-Canvas").first
+    open_group(page, "View")
     select = page.locator("select").filter(has_text="fixed 0–1")
     select.select_option("fixed 0–1")  # (automatic by default: issue #27)
     page.wait_for_function(f"() => ({MAPPER})()[1] === 1", timeout=30000)
