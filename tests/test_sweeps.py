@@ -659,7 +659,7 @@ def test_ctrl_c_cancels_a_cli_sweep_and_leaves_no_worker(tmp_path):
     out = tmp_path / "never.nc"
     proc = subprocess.Popen(
         [sys.executable, "-m", "dynamics", "sweep", "--model", "canonical", "--grid",
-         "beta=0.1:10:log:8", "--grid", "gamma=0.1:10:log:8", "--t-end", "5", "--out",
+         "beta=0.1:10:log:8", "--grid", "gamma=0.1:10:log:8", "--t-end", "60", "--out",
          str(out), "--workers", "2", "--batch-size", "1", "--no-cache", "--where", "cluster"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
