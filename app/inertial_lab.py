@@ -255,10 +255,15 @@ class InertialLab(pn.viewable.Viewer):
         for widget in (self.kernel_input, self.value_input):
             widget.param.watch(self._check_stale, "value")
         self._build_figures()
-        self.momentum_row, *self.attention_rows = (
+        self.attention_rows = [
             pn.Row(pn.pane.Bokeh(a), pn.pane.Bokeh(b), sizing_mode="stretch_width")
-            for a, b in ((self.gap_fig, self.path_fig), (self.eig_fig, self.cloud_fig),
-                         (self.layer_fig, self.clouds_fig), (self.ham_fig, self.soft_fig)))
+            for a, b in ((self.eig_fig, self.cloud_fig), (self.layer_fig, self.clouds_fig),
+                         (self.ham_fig, self.soft_fig))]
+        # the base case's two plots wrap in a narrow window (1024 px: no sideways scroll)
+        self.momentum_row = pn.FlexBox(
+            *(pn.pane.Bokeh(f, min_width=360, sizing_mode="stretch_width",
+                            styles={"flex": "1 1 360px"}) for f in (self.gap_fig, self.path_fig)),
+            flex_wrap="wrap", sizing_mode="stretch_width")
         self.explanation = pn.pane.LaTeX(
             models_text(part=2), renderer="katex", sizing_mode="stretch_width",
             css_classes=["explain"], stylesheets=[katex.STYLESHEET, read_asset("style.css")])

@@ -172,7 +172,7 @@ class TimeSeries(pn.viewable.Viewer):
             ("budget", "work − dissipated", C[1], "dashed"),
             ("d_potential", "Φ(t) − Φ(0)", C[2], "dotted"),
             ("dissipated", "dissipated ∫D dt", C[4], "solid"),
-            ("residual", "residual H−H(0)+diss.−work", C[3], "solid"),
+            ("residual", "residual H−H(0)+∫D−W", C[3], "solid"),
             ("momentum", "kinetic energy K(t)", C[6], "dotdash"),
         ):
             right = {"y_range_name": "right"} if key in RIGHT_AXIS else {}
@@ -296,7 +296,7 @@ class TimeSeries(pn.viewable.Viewer):
         missing, zero = set(not_applicable(model)), set(s.identically_zero)
         labels = dict(self._labels)
         labels["d_energy"] = f"{energy}(t) − {energy}(0)"
-        labels["residual"] = f"residual {energy}−{energy}(0)+diss.−work"
+        labels["residual"] = f"residual {energy}−{energy}(0)+∫D−W"
         if "kinetic_energy" in missing:  # the momentum term is no kinetic energy
             labels["momentum"] = MOMENTUM_TERM
         for key, item in self._legend_items.items():
