@@ -64,28 +64,43 @@ def change_marks(changes, gap: float, span: float) -> list[tuple[float, float, s
     """The change markers of ``changes``: ``(t_first, t_last, label)`` each.
 
     A change joins the marker before it when it is one slider drag with it (the same
-    settings, at most ``gap`` later: :func:`app.timeseries.coalesce`) or when its label
-    would overlap that marker's: its line closer to the marker's than the label's
-    share (:data:`LABEL_CHARS`) of the time shown, ``span``. Dragging β used to pile
-    up labels one over the other; one label now reads from the first value over the
-    turning points to the last ("β 1 → 5 → 1"), a band covering the changes.
+    settings, at most ``gap`` later: :func:`app.timeseries.coalesce`). Then a marker
+    joins the one before it while its label would overlap that marker's: its line
+    closer to the marker's than its label's share (:data:`LABEL_CHARS`) of the time
+    shown, ``span``. Overlap is judged on the labels as drawn, after every change has
+    joined its marker (a label grows as a drag goes on), so no two labels drawn cross.
+    Dragging β used to pile up labels one over the other; one label now reads from the
+    first value over the turning points to the last ("β 1 → 5 → 1"), a band covering
+    the changes.
     """
     marks = []  # [t_first, t_last, {name: [values in order]}]
     for change in changes:
         last = marks[-1] if marks else None
-        if last is not None:
-            one_drag = (last[2].keys() == change.values.keys()
-                        and change.t - last[1] <= gap)
-            label = mark_label({k: [old, new] for k, (old, new) in change.values.items()})
-            overlaps = change.t - last[0] < span * len(label) / LABEL_CHARS
-            if one_drag or overlaps:
-                last[1] = change.t
-                for name, (old, new) in change.values.items():
-                    last[2].setdefault(name, [old]).append(new)
-                continue
-        marks.append([change.t, change.t,
-                      {k: [old, new] for k, (old, new) in change.values.items()}])
+        if (last is not None and last[2].keys() == change.values.keys()
+                and change.t - last[1] <= gap):
+            _join(last, change.t, change.values)
+        else:
+            marks.append([change.t, change.t,
+                          {k: [old, new] for k, (old, new) in change.values.items()}])
+    merged = True
+    while merged:  # a join lengthens a label, which may then overlap the one before
+        merged = False
+        for i in range(len(marks) - 1, 0, -1):
+            before, mark = marks[i - 1], marks[i]
+            if mark[0] - before[0] < span * len(mark_label(mark[2])) / LABEL_CHARS:
+                for name, values in mark[2].items():
+                    before[2].setdefault(name, []).extend(values)
+                before[1] = mark[1]
+                del marks[i]
+                merged = True
     return [(t0, t1, mark_label(values)) for t0, t1, values in marks]
+
+
+def _join(mark, t: float, values: dict) -> None:
+    """Change ``values`` (``{name: (old, new)}``) at ``t`` joins ``mark``."""
+    mark[1] = t
+    for name, (old, new) in values.items():
+        mark[2].setdefault(name, [old]).append(new)
 
 
 class Guides:

@@ -258,6 +258,15 @@ def test_labels_of_close_changes_do_not_pile_up():
               for i, (v, w) in enumerate([(1, 2), (2, 1), (1, 3), (3, 1), (1, 4)])]
     wiggle.append(Change(1.6, {"gamma": (1.0, 2.0)}, 0.0))
     assert change_marks(wiggle, gap=0.0, span=10.0) == [(1.0, 1.6, "β 1 → 2 → … → 4, γ 1 → 2")]
+    # a drag whose label grows as it goes on: judged by the label drawn at its end
+    # ("β 75 → 562.3", 12 characters of 55 across 10 time units: 2.2 > 1.8 apart), not
+    # by its first step's ("β 75 → 80", 1.6 < 1.8)
+    grows = [Change(1.0, {"beta": (1.0, 75.0)}, 0.0)] + [
+        Change(2.8 + 0.1 * i, {"beta": (v, w)}, 0.0)
+        for i, (v, w) in enumerate([(75, 80), (80, 200), (200, 562.3)])]
+    assert change_marks(grows, gap=0.1, span=10.0) == [(1.0, 3.0, "β 1 → 562.3")]
+    assert change_marks(grows[:2], gap=0.1, span=10.0) == [
+        (1.0, 1.0, "β 1 → 75"), (2.8, 2.8, "β 75 → 80")]
 
     d = Dashboard(playing=False)
     d.playing = True
