@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from .tour import export_slides, load_tour
+from app.teaching.tour import export_slides, load_tour
 
 
 def main(argv=None) -> int:

@@ -2,11 +2,11 @@
 
 One :class:`dynamics.Simulation` (plus, in comparison mode, a second one of the
 comparison model, :data:`app.models.COMPARISON_MODEL`) is advanced by one periodic
-callback per browser session (:class:`app.playback.Playback`); settings come from the
+callback per browser session (:class:`app.serving.playback.Playback`); settings come from the
 widgets, the URL, presets and pasted JSON (:class:`app.settings_io.SettingsIO`). This
 module builds the panels, decides what a setting change does (through
 :meth:`dynamics.Simulation.sync`) and lays out the tabs: the main tab, the inertial lab
-and the Theory page (:mod:`app.theory`).
+and the Theory page (:mod:`app.teaching.theory`).
 """
 
 from __future__ import annotations
@@ -20,27 +20,30 @@ import param
 from dynamics import RUNNING, Settings, Simulation
 from dynamics.models.part_one import runaway_notice
 
-from . import export, katex, layout, server, slides
-from .clustering import Clustering
-from .controls import Controls, checkbox
-from .explain import Explanation
-from .heatmaps import Heatmaps
-from .inertial_lab import load_presets as load_lab_presets
+from .lab.inertial_lab import load_presets as load_lab_presets
+from .mainview import export, layout
+from .mainview.clustering import Clustering
+from .mainview.controls import Controls, checkbox
+from .mainview.explain import Explanation
+from .mainview.heatmaps import Heatmaps
+from .mainview.real_heads import RealHeads, fit_real_head
+from .mainview.timeseries import TimeSeries
+from .mainview.trajectories import Trajectories
 from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
-from .pinned import PinnedRuns
-from .playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
-from .projector import Projector
-from .real_heads import RealHeads, fit_real_head
-from .resources import read_asset
+from .serving import katex, server
+from .serving.playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
+from .serving.resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
-from .theory import Theory, TheoryLinks
-from .timeseries import TimeSeries
-from .tour import Tour
-from .trajectories import Trajectories
+from .teaching import slides
+from .teaching.pinned import PinnedRuns
+from .teaching.projector import Projector
+from .teaching.theory import Theory, TheoryLinks
+from .teaching.tour import Tour
 
-# The server plumbing lives in app.server and the playback in app.playback; these names
-# stay readable here (the browser tests count app.dashboard.live_callbacks() and call
-# app.dashboard._return_memory(); the fast tests read app.dashboard.MAX_IN_FLIGHT).
+# The server plumbing lives in app.serving.server and the playback in
+# app.serving.playback; these names stay readable here (the browser tests count
+# app.dashboard.live_callbacks() and call app.dashboard._return_memory(); the fast tests
+# read app.dashboard.MAX_IN_FLIGHT).
 running_dashboards = server.running_dashboards
 live_callbacks = server.live_callbacks
 _return_memory = server.return_memory
@@ -351,11 +354,11 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     # -- layout --------------------------------------------------------------
     def _inertial_lab(self):
         try:
-            from .inertial_lab import InertialLab
+            from .lab.inertial_lab import InertialLab
         except ImportError:
             return pn.pane.Markdown(
                 "### Inertial attention lab\nThe inertial (momentum) attention lab "
-                "is not installed (`app/inertial_lab.py`).")
+                "is not installed (`app/lab/inertial_lab.py`).")
         try:
             self.lab = InertialLab()
             return self.lab
@@ -364,8 +367,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                                  alert_type="danger")
 
     def _sweep_tab(self):
-        """The Sweep tab (:mod:`app.sweep_tab`); a clicked cell loads into the main tab."""
-        from .sweep_tab import SweepTab
+        """The Sweep tab (:mod:`app.sweeps.sweep_tab`); a clicked cell loads into the main tab."""
+        from .sweeps.sweep_tab import SweepTab
 
         def load(point):
             import json
@@ -424,7 +427,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             elif event.new == TABS.index("Theory") and not len(theory):
                 theory[:] = [self._theory()]
             elif event.new == TABS.index("Noise ensemble") and not len(ensemble):
-                from .ensemble import EnsembleView
+                from .noise.ensemble import EnsembleView
                 self.ensemble = EnsembleView(settings=self.settings, example=True)
                 ensemble[:] = [self.ensemble]
             elif event.new == TABS.index("Sweep") and not len(sweep):

@@ -16,9 +16,10 @@ from pathlib import Path
 from dynamics import Settings, models
 
 from .models import main_model_problem, main_models
-from .resources import asset
+from .serving.resources import asset
 
-#: The presets shipped with the app (``assets/presets/attention.json``, see :mod:`app.resources`).
+#: The presets shipped with the app (``assets/presets/attention.json``, see
+#: :mod:`app.serving.resources`).
 PRESET_FILE = asset("presets", "attention.json")
 REQUIRED = ("name", "caption", "settings")
 OPTIONAL = ("quench", "compare")

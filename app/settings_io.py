@@ -2,7 +2,7 @@
 
 :class:`SettingsIO` is the part of :class:`app.dashboard.Dashboard` that takes settings
 from outside and refuses bad ones whole, with a message: a URL query
-(:mod:`app.urlstate`), a preset (:mod:`app.presets`, with its caption, an in-app link to
+(:mod:`app.serving.urlstate`), a preset (:mod:`app.presets`, with its caption, an in-app link to
 its model's section of the Theory page and an optional quench), or a pasted JSON object.
 Every source is held to the same validation (``Settings.check``) and to the main tab's
 one rule on models (:func:`app.models.main_model_problem`).
@@ -18,10 +18,11 @@ import param
 
 from dynamics import Settings
 
-from . import presets, server, urlstate
-from .controls import MAX_PASTE, shown_settings
+from . import presets
+from .mainview.controls import MAX_PASTE, shown_settings
+from .mainview.real_heads import fit_real_head
 from .models import applies, main_model_problem, spec
-from .real_heads import fit_real_head
+from .serving import server, urlstate
 
 #: Dashboard parameters that are also synced to the URL.
 VIEW_PARAMS = ("steps_per_frame", "compare", "tour_step", "projector")
@@ -317,7 +318,7 @@ class SettingsIO(param.Parameterized):
         Parameters
         ----------
         text : str
-            At most :data:`app.controls.MAX_PASTE` characters.
+            At most :data:`app.mainview.controls.MAX_PASTE` characters.
 
         Returns
         -------

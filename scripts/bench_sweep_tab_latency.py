@@ -1,7 +1,7 @@
 """The Sweep tab's first-sweep latency (issue #32): time to the first cell and to the whole
 map of the tab's default sweep (8 × 8, β = 0.3 … 3, γ = 0.1 … 10, ``kl_mean``, t_end = 5,
 attention on the oscillation path), run as the tab runs it: its process's shared cluster
-(``app.sweep_tab.shared_client``) given to a :class:`dynamics.SweepRun`, then a second sweep
+(``app.sweeps.sweep_tab.shared_client``) given to a :class:`dynamics.SweepRun`, then a second sweep
 on the warm cluster.
 
     .venv/bin/python scripts/bench_sweep_tab_latency.py          # as the tab does today:
@@ -17,7 +17,7 @@ import time
 import scipy.linalg  # noqa: F401 (loads SciPy's BLAS before the limit below)
 from threadpoolctl import threadpool_limits
 
-from app.sweep_tab import axis_values, shared_client
+from app.sweeps.sweep_tab import axis_values, shared_client
 from dynamics import Settings, SweepRun
 
 

@@ -9,7 +9,7 @@ headless Chromium and then adds Bokeh client sessions stage by stage (``--stages
 number of client sessions at each stage). At each stage it measures, over
 ``--seconds``: every session's frames per second, the frame cap the server gives each
 session (its status line says ``busy server: ≤ X frames/s`` when the load lowers it,
-:mod:`app.pacing`), the server's CPU and memory (RSS and USS summed over its
+:mod:`app.serving.pacing`), the server's CPU and memory (RSS and USS summed over its
 processes), and at the last stage the slider latency of the first page. Memory per
 session is the slope of the server's USS against the number of sessions.
 
@@ -20,7 +20,7 @@ but runs no BokehJS. They do what the page does that the server depends on:
 * send the ``document_ready`` event a browser sends once the page is shown (the
   dashboard starts its periodic callback on it);
 * acknowledge every frame. The page does so with a ``CustomJS`` callback on the attention
-  heatmap's source (``app/heatmaps.py``, ``ACK_ON_PAINT``): once the plot has painted a
+  heatmap's source (``app/mainview/heatmaps.py``, ``ACK_ON_PAINT``): once the plot has painted a
   new frame, it sets ``ack.tags = [frame id]`` on a model named ``frame_ack``, which
   Bokeh sends back to the server, where ``Playback._on_ack`` counts the frame as shown
   (flow control, ``MAX_IN_FLIGHT``). A client session, which paints nothing, does the
@@ -85,7 +85,7 @@ class ClientPage:
         from bokeh.models import ColumnDataSource
 
         import app.dashboard  # noqa: F401
-        from app.heatmaps import ACK_NAME
+        from app.mainview.heatmaps import ACK_NAME
 
         self.times: list[float] = []
         self.status = ""

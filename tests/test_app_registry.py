@@ -18,8 +18,8 @@ import panel as pn
 import pytest
 from dashboard_support import play
 
-from app import Dashboard, katex, presets, theory, urlstate
-from app.explain import model_text
+from app import Dashboard, presets
+from app.mainview.explain import model_text
 from app.models import (
     REAL_HEAD,
     SENTENCE_SETTINGS,
@@ -28,6 +28,8 @@ from app.models import (
     main_model_problem,
     main_models,
 )
+from app.serving import katex, urlstate
+from app.teaching import theory
 from dynamics import Settings, Simulation, models
 from dynamics.models.attention import PATH_USES
 from dynamics.paths import FeaturePath

@@ -1,4 +1,4 @@
-"""The clustering view (app/clustering.py), driven through the Dashboard without a browser:
+"""The clustering view (app/mainview/clustering.py), driven through the Dashboard without a browser:
 what it draws is checked against independent computations (an eigen-decomposition for
 ``e^{−tW_V}``, the frame's own diagnostics, the geometry of the orthographic view)."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app import Dashboard, presets
-from app.clustering import ROLLOVER, clustering_mode, sphere_view, view_basis
+from app.mainview.clustering import ROLLOVER, clustering_mode, sphere_view, view_basis
 from dynamics import Settings, models
 from dynamics import clustering as cl
 

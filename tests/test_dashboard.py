@@ -12,8 +12,8 @@ from dashboard_support import all_finite, play, sources
 from app import Dashboard
 from app import presets as presets_module
 from app.dashboard import TABS
+from app.mainview.trajectories import TRAIL_EVERY
 from app.models import applies
-from app.trajectories import TRAIL_EVERY
 from dynamics import Settings, models
 
 
@@ -181,7 +181,7 @@ def test_tick_error_stops_this_run_and_reset_recovers(dash, monkeypatch):
 
 
 def test_exports(dash):
-    from app import export
+    from app.mainview import export
 
     play(dash, 4)
     csv = export.csv_bytes(dash).getvalue().decode()
@@ -327,7 +327,7 @@ def test_a_setting_changed_while_playing_on_a_server_is_sent_at_once(dash):
 def test_the_page_acknowledges_on_a_model_no_plot_draws(dash):
     """The ack goes to its own model (the attention image's source changing would make
     the page prepare and paint the image again), named for the client sessions."""
-    from app.heatmaps import ACK_NAME
+    from app.mainview.heatmaps import ACK_NAME
 
     h = dash.heatmaps
     assert h.ack.name == ACK_NAME and h.ack.data == {}

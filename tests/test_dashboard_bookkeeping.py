@@ -9,8 +9,8 @@ from dashboard_support import all_finite, play, sources
 
 from app import Dashboard
 from app import presets as presets_module
-from app.inertial_lab import InertialLab, load_presets
-from app.timeseries import MOMENTUM_TERM
+from app.lab.inertial_lab import InertialLab, load_presets
+from app.mainview.timeseries import MOMENTUM_TERM
 from dynamics import Settings, Simulation
 from dynamics.models.part_one import confinement_notice
 
@@ -155,7 +155,7 @@ def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
 def test_the_changes_of_one_drag_make_one_marker():
     """A slider drag is many small changes: one marker from the first value to the last,
     and no new Bokeh models per change (each used to add a line and a label per plot)."""
-    from app.timeseries import coalesce, merge_gap
+    from app.mainview.timeseries import coalesce, merge_gap
     from dynamics.simulation import Change
 
     drag = [Change(3.0 + 0.01 * i, {"beta": (1.0 + 0.5 * i, 1.5 + 0.5 * i)}, 0.0)

@@ -6,9 +6,9 @@ widest plot fits a 1024 px window beside the sidebar.
 
 import panel as pn
 
-from app import layout
-from app.projector import PLOT_SIZE
-from app.trajectories import TITLES
+from app.mainview import layout
+from app.mainview.trajectories import TITLES
+from app.teaching.projector import PLOT_SIZE
 
 
 def test_plots_wrap_beside_a_sidebar_that_can_be_hidden(dash):

@@ -9,7 +9,7 @@ import pytest
 from dashboard_support import play
 
 from app import Dashboard
-from app.timeseries import ZERO_NOTE
+from app.mainview.timeseries import ZERO_NOTE
 from dynamics import Settings
 
 

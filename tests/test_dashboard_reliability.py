@@ -21,8 +21,10 @@ from dashboard_support import all_finite, play, sources
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app import Dashboard, export, presets, urlstate
+from app import Dashboard, presets
 from app import dashboard as dashboard_module
+from app.mainview import export
+from app.serving import urlstate
 from dynamics import Settings, models
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +201,7 @@ def test_divergence_stops_with_time_and_only_finite_numbers(settings):
 
 
 def test_inertial_lab_blow_up_shows_only_finite_numbers():
-    from app.inertial_lab import InertialLab
+    from app.lab.inertial_lab import InertialLab
 
     lab = InertialLab()
     for name in [p["name"] for p in lab.presets]:

@@ -12,7 +12,7 @@ from bokeh.document import Document
 from dashboard_support import play
 from panel.io.state import set_curdoc
 
-from app import server
+from app.serving import server
 from app.settings_io import parse_pasted, used_settings
 from dynamics import Settings, models
 

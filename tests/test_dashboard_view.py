@@ -16,8 +16,9 @@ import pytest
 from bokeh.models import ColorBar, LinearColorMapper, LogColorMapper
 from dashboard_support import play
 
-from app import Dashboard, export
-from app.heatmaps import SCALES, scale_limits
+from app import Dashboard
+from app.mainview import export
+from app.mainview.heatmaps import SCALES, scale_limits
 from dynamics import Settings
 
 

@@ -1,15 +1,15 @@
-"""Fast tier: the noise ensemble tab (app/ensemble.py) driven through its parameters."""
+"""Fast tier: the noise ensemble tab (app/noise/ensemble.py) driven through its parameters."""
 
 import numpy as np
 import pytest
 from dashboard_support import play
 
 from app import Dashboard
-from app.controls import build_widgets
 from app.dashboard import TABS
-from app.ensemble import BANDS, EnsembleView
+from app.mainview.controls import build_widgets
 from app.models import applies
-from app.theory import Theory
+from app.noise.ensemble import BANDS, EnsembleView
+from app.teaching.theory import Theory
 from dynamics import Settings
 
 

@@ -28,7 +28,7 @@ from dynamics.inertial.linear import largest_eigenvalue
 
 pn = pytest.importorskip("panel")
 
-from app.inertial_lab import InertialLab, load_presets  # noqa: E402
+from app.lab.inertial_lab import InertialLab, load_presets  # noqa: E402
 
 
 def _all_finite(source):

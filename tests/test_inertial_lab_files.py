@@ -18,7 +18,7 @@ from dynamics.inertial.linear import largest_eigenvalue
 
 pn = pytest.importorskip("panel")
 
-from app.inertial_lab import UPLOAD_HELP, InertialLab  # noqa: E402
+from app.lab.inertial_lab import UPLOAD_HELP, InertialLab  # noqa: E402
 
 
 def _preset_settings():

@@ -7,8 +7,8 @@ import math
 import pytest
 from bokeh.models import FixedTicker
 
-from app import theory
-from app.inertial_lab import InertialLab, load_presets, log_range
+from app.lab.inertial_lab import InertialLab, load_presets, log_range
+from app.teaching import theory
 from dynamics import models
 
 

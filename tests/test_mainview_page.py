@@ -11,8 +11,8 @@ import pytest
 pn = pytest.importorskip("panel")
 
 from app.dashboard import Dashboard  # noqa: E402
-from app.ranges import LOG_FLOOR, log_extent  # noqa: E402
-from app.real_heads import label_axes, number_ticks  # noqa: E402
+from app.mainview.ranges import LOG_FLOOR, log_extent  # noqa: E402
+from app.mainview.real_heads import label_axes, number_ticks  # noqa: E402
 from dynamics import Settings  # noqa: E402
 
 
@@ -121,7 +121,7 @@ def test_a_relaxation_keeps_its_decades_on_the_log_axis():
     kl = np.asarray(dash.timeseries.source.data["kl"])
     above = kl[kl > LOG_FLOOR]  # (below it: 0 to rounding, drawn at the floor)
     # its decades down to MAX_DECADES below the start (the slope is read there)
-    from app.ranges import MAX_DECADES
+    from app.mainview.ranges import MAX_DECADES
 
     assert above.min() < 1e-9
     assert rng.start <= kl.max() / 10.0 ** MAX_DECADES and rng.end >= kl.max()
@@ -176,7 +176,7 @@ def test_the_weights_menu_names_the_uploaded_file_while_it_runs():
 
 # -- item 9: feedback next to the hand ----------------------------------------------------
 def test_upload_errors_name_the_files_keys():
-    from app.real_heads import in_file_terms
+    from app.mainview.real_heads import in_file_terms
 
     assert in_file_terms("score_matrix must have shape (6, 6) (n_tokens=4, dim=6), got "
                          "(3, 3)") == "M must have shape (6, 6) (N = 4, d = 6), got (3, 3)"
@@ -204,7 +204,7 @@ def test_the_csv_reads_with_a_plain_read_csv():
 
     import pandas as pd
 
-    from app import export
+    from app.mainview import export
 
     dash = Dashboard(playing=False)
     _frames(dash, 3)
@@ -231,7 +231,7 @@ def test_pasted_seed_weights_take_their_n_along():
 def test_log_extent_spans_at_most_max_decades():
     """A lag falling to rounding, or a run blowing up, spanned 16 to 27 decades (issue #27,
     item 5; seen on the β-quench preset and with a pinned run)."""
-    from app.ranges import MAX_DECADES
+    from app.mainview.ranges import MAX_DECADES
 
     assert MAX_DECADES == 8
     assert log_extent([[1e-15, 1e-3, 1e12]]) == (1e12 / 1e8, 1e12)

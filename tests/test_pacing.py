@@ -1,4 +1,4 @@
-"""The adaptive per-session frame cap (``app/pacing.py``): its control law, on its own
+"""The adaptive per-session frame cap (``app/serving/pacing.py``): its control law, on its own
 and in a closed loop against a model of a server, and its lag probe on a real loop."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from app import pacing
-from app.pacing import (
+from app.serving import pacing
+from app.serving.pacing import (
     BUSY_TARGET,
     DECREASE,
     INCREASE,
@@ -210,8 +210,8 @@ def test_late_calls_do_not_lower_a_capped_sessions_frame_rate(monkeypatch):
     """At the 5 frames/s floor (period 100 ms) on a loop whose calls come 40 ms late
     (its lag), a frame counts from when it was due, not from the late call: 5 frames/s,
     not the 3.6 of every second call (one frame per 280 ms)."""
-    from app import playback
     from app.dashboard import Dashboard
+    from app.serving import playback
 
     dash = Dashboard(playing=True)
     dash._callback, dash._flow_control = _Callback(dash.period), True

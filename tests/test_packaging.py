@@ -50,12 +50,12 @@ CHECK = """
 import json, sys
 import app, dynamics
 import dynamics.heads
-import app.dashboard, app.inertial_lab, app.presets, app.katex, app.theory
-from app.resources import asset
+import app.dashboard, app.lab.inertial_lab, app.presets, app.serving.katex, app.teaching.theory
+from app.serving.resources import asset
 from dynamics import models
 
 dash = app.Dashboard()
-lab = app.inertial_lab.InertialLab()
+lab = app.lab.inertial_lab.InertialLab()
 files = {name: str(asset(*name.split("/"))) for name in sys.argv[1:]}
 print(json.dumps({
     "app": app.__file__, "dynamics": dynamics.__file__, "files": files,
@@ -63,8 +63,8 @@ print(json.dumps({
     "presets": len(app.presets.load_presets()), "dashboard_presets": len(dash._presets),
     "notice": dash.notice, "lab_presets": len(lab.presets),
     "lab_message": lab.message.object if lab.message.visible else "",
-    "theory_models": all(s.section in app.theory.Theory().anchors for s in models.specs()),
-    "fonts": app.katex.FONT_FACES.count("@font-face"),
+    "theory_models": all(s.section in app.teaching.theory.Theory().anchors for s in models.specs()),
+    "fonts": app.serving.katex.FONT_FACES.count("@font-face"),
     "heads_file": str(dynamics.heads.data_file()),
     "minilm_tokens": list(dynamics.Simulation(dynamics.Settings(weights="minilm")).frame().tokens),
 }))

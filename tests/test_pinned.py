@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 from dashboard_support import play, small_dashboard
 
-from app import export, pinned
-from app.pinned import RunRecord
-from app.ranges import LOG_FLOOR
-from app.slides import run_frames
+from app.mainview import export
+from app.mainview.ranges import LOG_FLOOR
+from app.teaching import pinned
+from app.teaching.pinned import RunRecord
+from app.teaching.slides import run_frames
 from dynamics import Settings
 
 
@@ -47,7 +48,7 @@ def test_record_keeps_at_most_max_frames_first_and_last():
 def test_bad_files_give_clear_errors():
     with pytest.raises(ValueError, match="not a NetCDF file of pinned runs"):
         pinned.from_netcdf(b"this is not a NetCDF file")
-    # a run's download (app.export) is NetCDF, but not a file of pinned runs
+    # a run's download (app.mainview.export) is NetCDF, but not a file of pinned runs
     d = small_dashboard()
     with pytest.raises(ValueError, match="not a file of pinned runs: its format attribute"):
         pinned.from_netcdf(export.netcdf_bytes(d).getvalue())

@@ -9,7 +9,7 @@ import pytest
 pn = pytest.importorskip("panel")
 
 from app.dashboard import Dashboard  # noqa: E402
-from app.real_heads import tile  # noqa: E402
+from app.mainview.real_heads import tile  # noqa: E402
 from dynamics import Settings  # noqa: E402
 
 

@@ -8,7 +8,7 @@ from its initial state, a preset's quench included.
 
 import panel as pn
 
-from app.controls import ESSENTIALS, OPEN_WITH_MODEL
+from app.mainview.controls import ESSENTIALS, OPEN_WITH_MODEL
 
 #: What a control is, counted as a person would (a button, a slider, a box, a menu).
 CONTROLS = (pn.widgets.Button, pn.widgets.Toggle, pn.widgets.Select, pn.widgets.IntSlider,

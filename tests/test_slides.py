@@ -10,9 +10,9 @@ import pytest
 from dashboard_support import play, small_dashboard
 from matplotlib.image import imread
 
-from app import slides
-from app.pinned import RunRecord
-from app.ranges import LOG_FLOOR
+from app.mainview.ranges import LOG_FLOOR
+from app.teaching import slides
+from app.teaching.pinned import RunRecord
 from dynamics import Settings
 
 SETTINGS = Settings(n_tokens=6, dim=3, seed=3)
@@ -203,7 +203,7 @@ def test_a_quench_is_applied_and_marked_in_a_tour_slide(tmp_path):
     the quench time, changed there and continued (the protocol work is the jump of H),
     and the change is marked on the slide's time plots."""
     from app import presets as presets_module
-    from app.tour import load_tour, slide_steps
+    from app.teaching.tour import load_tour, slide_steps
 
     settings = Settings(model="canonical", n_tokens=5, dim=3)
     frames, sim = slides.run_frames(settings, 0.6, max_frames=5,
@@ -236,7 +236,7 @@ def test_a_lab_step_slide_draws_the_labs_plots(tmp_path):
     T_max and the accelerated blow-up marked at their times, the layers' first crossing,
     the three softmax flows; the settings in the footer; a bad lab setting is refused
     naming the step, nothing written."""
-    from app.inertial_lab import load_presets
+    from app.lab.inertial_lab import load_presets
     from dynamics.inertial.experiments import run_lab_experiment
 
     preset = next(p for p in load_presets()[0]
@@ -268,7 +268,7 @@ def _tour_slide(number, t_end):
     """The slide of the shipped tour's step ``number`` run to ``t_end`` (as
     ``tour_figures`` draws it: maps where they are informative, the step's guides)."""
     from app import presets as presets_module
-    from app.tour import load_tour, slide_steps
+    from app.teaching.tour import load_tour, slide_steps
 
     step = slide_steps(load_tour(), presets_module.load_presets())[0][number - 1]
     settings = Settings(**step["settings"])
@@ -343,7 +343,7 @@ def test_the_momentum_step_slide_draws_the_base_case(tmp_path):
     """The lab's first preset (momentum on a quadratic) gets its own slide: f − f* of every
     run on log–log axes with the 1/t² guide, and the paths of token 1; through
     tour_figures as well."""
-    from app.inertial_lab import load_presets
+    from app.lab.inertial_lab import load_presets
     from dynamics.inertial.momentum import run_momentum_experiment
 
     preset = load_presets()[0][0]

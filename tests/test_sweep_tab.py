@@ -1,4 +1,4 @@
-"""The Sweep tab (``app.sweep_tab``): driven through its parameters with an in-process
+"""The Sweep tab (``app.sweeps.sweep_tab``): driven through its parameters with an in-process
 dask cluster; the map's cells are the sweep's values, a click loads the cell's point."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from app.dashboard import TABS, Dashboard
-from app.sweep_tab import SweepTab, axis_values, cell_edges, sweepable
+from app.sweeps.sweep_tab import SweepTab, axis_values, cell_edges, sweepable
 from dynamics import Settings, sweep
 from dynamics.sweeps import QUIET_CLUSTER, two_source_lag_amplitude
 

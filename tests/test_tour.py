@@ -12,9 +12,9 @@ import pytest
 
 from app import Dashboard
 from app import presets as presets_module
-from app.guides import TIGHT
-from app.inertial_lab import load_presets as load_lab_presets
-from app.tour import load_tour, validate_tour
+from app.lab.inertial_lab import load_presets as load_lab_presets
+from app.mainview.guides import TIGHT
+from app.teaching.tour import load_tour, validate_tour
 from dynamics import Settings, Simulation, simulate
 from dynamics.clustering import cluster_labels
 from dynamics.inertial.experiments import run_lab_experiment
@@ -349,7 +349,7 @@ def test_the_quench_step_marks_its_quench_on_the_plots():
 def test_projector_mode_draws_in_black_with_thicker_lines():
     """High contrast: black titles, axis and tick labels; every line 1.75 times thicker;
     all of it given back when switched off."""
-    from app.projector import LINE_SCALE
+    from app.teaching.projector import LINE_SCALE
 
     d = Dashboard(playing=False)
     d.__panel__()
@@ -387,7 +387,7 @@ def test_a_model_change_that_puts_back_seed_weights_still_retunes_the_slope_guid
 def test_projector_mode_scales_to_the_window(window, scale):
     """Projector mode's sizes and type grow with the window the page reports (a 1920×1080
     projector: 1.45 times), never below the 1280×720 sizes, at most twice them."""
-    from app.projector import SIZES
+    from app.teaching.projector import SIZES
 
     d = Dashboard(playing=False)
     d.__panel__()

@@ -10,7 +10,7 @@ import pytest
 from dashboard_support import play
 
 from app.dashboard import Dashboard
-from app.heatmaps import SCALES
+from app.mainview.heatmaps import SCALES
 from dynamics import Settings
 
 
@@ -56,7 +56,7 @@ def test_a_click_on_a_row_points_at_its_token_everywhere():
 
 # -- the noise ensemble ------------------------------------------------------------
 def test_the_ensemble_widgets_take_the_views_bounds_and_refuse_by_name():
-    from app.ensemble import EnsembleView
+    from app.noise.ensemble import EnsembleView
 
     view = EnsembleView(settings=Settings(model="attention", n_tokens=3, dim=2,
                                           logit_noise=0.3))
@@ -92,7 +92,7 @@ def test_the_ensemble_tab_opens_with_an_example_and_says_how_to_run_ones_own():
 
 # -- the inertial lab ---------------------------------------------------------------
 def test_the_inertial_lab_says_when_its_plots_are_stale():
-    from app.inertial_lab import InertialLab
+    from app.lab.inertial_lab import InertialLab
 
     lab = InertialLab()  # opens on its first preset, run
     assert lab.status.object and not lab.stale.visible
@@ -108,7 +108,7 @@ def test_the_inertial_lab_says_when_its_plots_are_stale():
 
 # -- the sweep tab ------------------------------------------------------------------
 def test_the_sweep_tab_opens_with_its_example_and_says_how_to_run_ones_own():
-    from app.sweep_tab import EXAMPLE_CHOICES, SweepTab, example_grid, read_example
+    from app.sweeps.sweep_tab import EXAMPLE_CHOICES, SweepTab, example_grid, read_example
 
     tab = SweepTab(settings=Settings(), example=True)
     assert all(getattr(tab, k) == v for k, v in EXAMPLE_CHOICES.items())
@@ -131,7 +131,7 @@ def test_the_sweep_tab_opens_with_its_example_and_says_how_to_run_ones_own():
 
 def test_the_shipped_sweep_example_is_what_the_dynamics_give_today():
     """Cells of the example against fresh runs (regenerate it with write_example)."""
-    from app.sweep_tab import EXAMPLE_CHOICES, example_grid, read_example
+    from app.sweeps.sweep_tab import EXAMPLE_CHOICES, example_grid, read_example
     from dynamics.sweeps import run_point
 
     ex = read_example()
@@ -152,7 +152,7 @@ def test_cancel_stops_the_workers_running_the_sweep():
 
     from distributed import Client, LocalCluster
 
-    from app.sweep_tab import SweepTab
+    from app.sweeps.sweep_tab import SweepTab
     from dynamics.sweeps import QUIET_CLUSTER
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
@@ -239,7 +239,7 @@ def play_frames(d, frames):
 
 
 def test_labels_of_close_changes_do_not_pile_up():
-    from app.guides import change_marks
+    from app.mainview.guides import change_marks
     from dynamics.simulation import Change
 
     # a drag seen as changes 0.15 apart (more than three frames): one marker while the

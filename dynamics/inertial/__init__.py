@@ -66,7 +66,7 @@ __all__ = [
 
 def __getattr__(name):
     """``InertialEngine``: the old streaming engine's name, now :class:`dynamics.Simulation`
-    (which runs every model, Part II included), kept while ``app/inertial_lab.py`` uses it."""
+    (which runs every model, Part II included), kept while ``app/lab/inertial_lab.py`` uses it."""
     if name == "InertialEngine":
         from ..simulation import Simulation
 

@@ -15,7 +15,7 @@ import classroom
 import pytest
 from serving import classroom_flags, served
 
-from app.pacing import MIN_FPS
+from app.serving.pacing import MIN_FPS
 
 pytestmark = pytest.mark.ui
 

@@ -13,9 +13,8 @@ from urllib.parse import urlencode
 
 import param
 
+from app.models import main_model_problem
 from dynamics import Settings
-
-from .models import main_model_problem
 
 SETTINGS = frozenset(Settings.names())
 #: Settings a URL never carries: the checkpoint folder is a path on the server (its

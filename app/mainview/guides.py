@@ -8,7 +8,7 @@ moving softmax, reference models).
   where it is tight (the lag at least a tenth of the bound).
 - ``"conserved_energy"``: on the energy plot, the zero line labelled "H(t) = H(0)": a
   conserved energy stays on it.
-- ``"quench"``: the change markers (always drawn, see :mod:`app.timeseries`); their
+- ``"quench"``: the change markers (always drawn, see :mod:`app.mainview.timeseries`); their
   labels do not pile up (:func:`change_marks`).
 
 The guides follow the rows pushed to the plots (:meth:`Guides.rows`); a new run or a new
@@ -64,7 +64,7 @@ def change_marks(changes, gap: float, span: float) -> list[tuple[float, float, s
     """The change markers of ``changes``: ``(t_first, t_last, label)`` each.
 
     A change joins the marker before it when it is one slider drag with it (the same
-    settings, at most ``gap`` later: :func:`app.timeseries.coalesce`). Then a marker
+    settings, at most ``gap`` later: :func:`app.mainview.timeseries.coalesce`). Then a marker
     joins the one before it while its label would overlap that marker's: its line
     closer to the marker's than its label's share (:data:`LABEL_CHARS`) of the time
     shown, ``span``. Overlap is judged on the labels as drawn, after every change has

@@ -17,7 +17,7 @@ Pinned runs are saved to and loaded from one NetCDF file (:func:`to_netcdf`,
 a class opens in it.
 
 File layout (NetCDF 3, written by xarray with SciPy's engine like the run's download,
-:mod:`app.export`): global attributes ``format`` (:data:`FORMAT`), ``version`` and
+:mod:`app.mainview.export`): global attributes ``format`` (:data:`FORMAT`), ``version`` and
 ``runs``; per run ``i`` the attribute ``run{i}_settings`` (the settings as JSON), the
 coordinate ``run{i}_time`` and the variables ``run{i}_<curve>`` (one per
 :data:`CURVES`, NaN where the model does not define it) and ``run{i}_features``
@@ -35,9 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.mainview.ranges import LOG_FLOOR
 from dynamics import Settings
-
-from .ranges import LOG_FLOOR
 
 #: The ``format`` attribute of a pinned-runs file.
 FORMAT = "attention-dynamics pinned runs"
@@ -79,7 +78,7 @@ def used_settings(values: dict) -> dict:
     dict
         :func:`app.settings_io.used_settings` of these values (``model`` first).
     """
-    from .settings_io import used_settings as used
+    from app.settings_io import used_settings as used
 
     return used(Settings(**values))
 
@@ -485,7 +484,7 @@ class PinnedRuns:
     def _project(self, run: RunRecord) -> np.ndarray:
         """The pinned run's token paths (T, N, 2) on the current run's principal axes
         (its own when N or d differ)."""
-        from .trajectories import principal_axes
+        from app.mainview.trajectories import principal_axes
 
         tr = self.dashboard.trajectories
         if tr.axes is not None and tr.axes.shape[1] == run.features.shape[2] \
@@ -500,8 +499,8 @@ class PinnedRuns:
         """The sidebar's "Compare runs" box: Pin run, Clear pinned, Save and Load."""
         import panel as pn
 
-        from .export import filename
-        from .server import locked
+        from app.mainview.export import filename
+        from app.serving.server import locked
 
         pin = pn.widgets.Button(label="Pin run", color="primary", width=125)
         clear = pn.widgets.Button(label="Clear pinned", width=125)
@@ -543,7 +542,7 @@ class PinnedRuns:
                 self.load_note.object = f"**Pinned runs not loaded:** {err}"
             refresh()
 
-        # they change Bokeh models: run under the document lock (app.server.locked)
+        # they change Bokeh models: run under the document lock (app.serving.server.locked)
         pin.on_click(locked(on_pin))
         clear.on_click(locked(on_clear))
         save.callback = on_save

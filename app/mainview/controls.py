@@ -14,10 +14,9 @@ import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
+from app.models import MAIN_PART, applies, label, main_models
+from app.serving.server import locked
 from dynamics import Settings, models
-
-from .models import MAIN_PART, applies, label, main_models
-from .server import locked
 
 #: Display order of the main tab's settings (a setting a Part I model reads and not
 #: listed here is shown after them, in the order of ``Settings``).

@@ -38,7 +38,7 @@ from bokeh.models import (
 from bokeh.palettes import RdBu11, Viridis256
 from bokeh.plotting import figure
 
-from .models import ZERO_NOTE, spec
+from app.models import ZERO_NOTE, spec
 
 _TINY = 1e-300
 #: Smallest colour limit of the log-ratio map (a converged run shows a flat map).
@@ -241,7 +241,7 @@ class Heatmaps(pn.viewable.Viewer):
 
     def link_tokens(self, trajectories) -> None:
         """Point at a token: a click on a row of a map, or on a token of
-        ``trajectories`` (:class:`app.trajectories.Trajectories`), outlines that row on
+        ``trajectories`` (:class:`app.mainview.trajectories.Trajectories`), outlines that row on
         the maps and rings the token on the token plot (:data:`POINT_AT_TOKEN`)."""
         self._chosen = trajectories.chosen
         args = {"rows": self.rows, "chosen": trajectories.chosen,

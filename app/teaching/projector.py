@@ -21,7 +21,7 @@ from __future__ import annotations
 import param
 from panel.custom import JSComponent
 
-from .server import locked
+from app.serving.server import locked
 
 #: Text sizes in projector mode (axis labels ≥ 18 px).
 FONT, TITLE_FONT, LEGEND_FONT = "18px", "20px", "15px"

@@ -2,9 +2,9 @@
 
 Title, equations (HTML with KaTeX ``$…$`` / ``$$…$$``) and "look for" are the model's
 :class:`~dynamics.models.ModelSpec` fields; the panel adds a link to the model's section
-of the Theory page (:mod:`app.theory`), where the common ground (scores, softmax, free
+of the Theory page (:mod:`app.teaching.theory`), where the common ground (scores, softmax, free
 energy, the Fisher–Rao flow) is explained once. Rendered by KaTeX with its stylesheet
-inside the pane (:mod:`app.katex`). The main tab shows the selected model
+inside the pane (:mod:`app.serving.katex`). The main tab shows the selected model
 (:class:`Explanation`), the inertial lab every model of Part II (:func:`models_text`).
 """
 
@@ -15,11 +15,10 @@ import html
 import panel as pn
 import param
 
+from app.models import spec
+from app.serving import katex
+from app.teaching.theory import PARTS
 from dynamics import Settings, models
-
-from . import katex
-from .models import spec
-from .theory import PARTS
 
 
 def model_text(name: str) -> str:
@@ -34,7 +33,7 @@ def model_text(name: str) -> str:
     -------
     str
         HTML with KaTeX math; the link is ``<a href="#<spec.section>">`` (an in-app
-        link to the Theory page, see :class:`app.theory.TheoryLinks`).
+        link to the Theory page, see :class:`app.teaching.theory.TheoryLinks`).
     """
     s = spec(name)
     look = f"<p><i>Look for:</i> {html.escape(s.look_for)}</p>" if s.look_for else ""
@@ -55,7 +54,7 @@ def models_text(part: int) -> str:
     Returns
     -------
     str
-        A link to the part's section of the Theory page (:data:`app.theory.PARTS`),
+        A link to the part's section of the Theory page (:data:`app.teaching.theory.PARTS`),
         then per model (registry order) its title, equations, look-for and a link to its
         section of the Theory page.
     """

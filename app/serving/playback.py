@@ -21,10 +21,10 @@ import panel as pn
 import param
 from panel.io.callbacks import PeriodicCallback
 
+from app.models import COMPARISON_MODEL, not_applicable
 from dynamics import DIVERGED, FAILED, RUNNING
 
 from . import pacing, server
-from .models import COMPARISON_MODEL, not_applicable
 
 #: Frames sent to the browser and not yet acknowledged before a tick is skipped (each
 #: queued frame delays what a slider change shows: 2 keeps the page busy and the
@@ -105,16 +105,16 @@ class Playback(param.Parameterized):
 
         The callback runs every ``period`` ms but sends at most ``max_fps`` frames/s;
         on a server, at most :meth:`frame_cap` (lower when the server is loaded, see
-        :mod:`app.pacing`).
+        :mod:`app.serving.pacing`).
 
         With a browser attached (flow control on), at most ``MAX_IN_FLIGHT`` frames
         may be sent and not yet acknowledged by the page, which acknowledges a frame
-        once it has painted it (:data:`app.heatmaps.ACK_ON_PAINT`), so a slow browser
+        once it has painted it (:data:`app.mainview.heatmaps.ACK_ON_PAINT`), so a slow browser
         lowers the frame rate instead of building an ever-growing backlog of messages,
         and a changed setting's frame waits behind at most those frames.
 
         On a server the callback's period follows the cap (half a frame interval,
-        :func:`app.pacing.callback_period`), and a changed setting calls this at once
+        :func:`app.serving.pacing.callback_period`), and a changed setting calls this at once
         (:meth:`Dashboard._refresh`) rather than at the next call.
         """
         now = time.perf_counter()
@@ -147,7 +147,7 @@ class Playback(param.Parameterized):
 
     def _fit_period(self, cap: float) -> int:
         """Lengthen the server's periodic callback's period as the session's cap falls
-        (:func:`app.pacing.callback_period`); return the period now (ms)."""
+        (:func:`app.serving.pacing.callback_period`); return the period now (ms)."""
         cb = self._callback
         current = getattr(cb, "period", self.period)
         if not self._flow_control:
@@ -159,7 +159,7 @@ class Playback(param.Parameterized):
 
     def frame_cap(self) -> float:
         """Most frames per second sent now: ``max_fps``, or on a server the adaptive
-        per-session cap of :mod:`app.pacing` (lower as the server's load grows)."""
+        per-session cap of :mod:`app.serving.pacing` (lower as the server's load grows)."""
         if not self._flow_control:
             return self.max_fps
         return pacing.governor(server.live_callbacks).cap(self.max_fps, self.tick_ms / 1e3)
@@ -278,7 +278,7 @@ class Playback(param.Parameterized):
             # benchmarks, not for a projected screen)
             parts += [f"{fps:.1f} frames/s", f"{fps * self.steps_per_frame:.0f} steps/s"]
             cap = self.frame_cap()
-            if cap < self.max_fps:  # the server's load lowers the rate (app.pacing)
+            if cap < self.max_fps:  # the server's load lowers the rate (app.serving.pacing)
                 parts.append(f"busy server: ≤ {cap:.0f} frames/s")
         # the run's own N and d (a real head's come from its sentence, not the sliders)
         n, d = (self.history[-1].features.shape if self.history
@@ -330,7 +330,7 @@ class Playback(param.Parameterized):
     @property
     def periodic_callback(self):
         """This session's periodic callback (None before the page loaded and after it
-        closed; the registry of :mod:`app.server` reads it)."""
+        closed; the registry of :mod:`app.serving.server` reads it)."""
         return self._callback
 
     def _push_notebook(self):

@@ -6,7 +6,7 @@ A tour is ``{"name", "steps": [...]}``; a step is::
     {"title": "...", "text": "what to look for",
      "preset": "<a preset of the main tab>"        (or, with "tab": "lab",
      "lab_preset": "<a preset of the inertial lab>"),
-     "annotations": ["kl_slope", ...],              (app.guides.ANNOTATIONS)
+     "annotations": ["kl_slope", ...],              (app.mainview.guides.ANNOTATIONS)
      "claim": {"kind": "...", ...}}                 (checked by tests/test_tour.py)
 
 Back/Next (and the arrow keys ← →, unless a widget such as a slider has the focus) move
@@ -25,11 +25,11 @@ import panel as pn
 import param
 from panel.custom import JSComponent
 
-from . import presets as presets_module
-from .guides import ANNOTATIONS
-from .inertial_lab import load_presets as load_lab_presets
-from .resources import asset
-from .server import locked
+from app import presets as presets_module
+from app.lab.inertial_lab import load_presets as load_lab_presets
+from app.mainview.guides import ANNOTATIONS
+from app.serving.resources import asset
+from app.serving.server import locked
 
 #: The tour shipped with the app.
 TOUR_FILE = asset("tours", "lecture.json")
@@ -88,7 +88,7 @@ def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]
 
 def slide_steps(tour: dict, presets: list[dict],
                 lab_presets: list[dict] | None = None) -> tuple[list[dict], list[str]]:
-    """The steps of ``tour`` as slides (:func:`app.slides.tour_figures`): a step of the
+    """The steps of ``tour`` as slides (:func:`app.teaching.slides.tour_figures`): a step of the
     main tab its run (its quench applied and marked), a lab step the lab's plots at its
     preset (``lab_presets``, default the shipped ones); and the steps that have none
     (a preset that does not exist), with why."""

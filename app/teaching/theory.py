@@ -4,7 +4,7 @@ The general text is markdown shipped with the app (``assets/theory/part1.md`` an
 ``part2.md``, with KaTeX math ``$…$`` / ``$$…$$``); after each part come the sections of
 its models, generated from the registry (``spec.title``, ``spec.equations``,
 ``spec.look_for``), each with the anchor ``spec.section``. The page is rendered by
-KaTeX with its stylesheet inside the pane (:mod:`app.katex`).
+KaTeX with its stylesheet inside the pane (:mod:`app.serving.katex`).
 
 In-app links: any ``<a href="#section">`` on the dashboard's page (the equations panel,
 a preset's caption, the Theory page's contents) opens the Theory tab at that section,
@@ -24,10 +24,9 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 from panel.custom import JSComponent
 
+from app.serving import katex
+from app.serving.resources import read_asset
 from dynamics import models
-
-from . import katex
-from .resources import read_asset
 
 #: The parts of the theory, in page order: (part number, anchor, heading).
 PARTS = ((1, "part-1", "Part I — Nonequilibrium attention"),

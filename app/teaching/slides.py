@@ -11,7 +11,7 @@ viewer, and its curves are the run's numbers (tested). It shows
 * the attention lag ``Σᵢ KL(Aᵢ‖A*ᵢ)`` with its tracking bound (log or linear axis, as on
   the page; Theory page: tracking the moving softmax), the energy balance and the
   dissipation rate, with a dashed line at each mid-run change of a setting;
-* pinned runs (:mod:`app.pinned`) as grey ghosts, the legends naming the settings in
+* pinned runs (:mod:`app.teaching.pinned`) as grey ghosts, the legends naming the settings in
   which they differ from this run;
 * at the bottom, the run's settings line.
 
@@ -34,17 +34,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.mainview.ranges import LOG_FLOOR
+from app.mainview.timeseries import ENERGY_TITLE, coalesce, merge_gap
+from app.mainview.trajectories import principal_axes
+from app.models import ZERO_NOTE, energy_symbol, not_applicable, spec
+from app.presets import quench_changes
+from app.presets import validate as validate_preset
 from dynamics import RUNNING, Settings, Simulation
 from dynamics.inertial.experiments import lab_settings, run_lab_experiment
 from dynamics.inertial.momentum import MOMENTUM_MODEL, run_momentum_experiment
 
-from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .pinned import RunRecord, comparison_labels, safe_filename
-from .presets import quench_changes
-from .presets import validate as validate_preset
-from .ranges import LOG_FLOOR
-from .timeseries import ENERGY_TITLE, coalesce, merge_gap
-from .trajectories import principal_axes
 
 if TYPE_CHECKING:  # Matplotlib is imported when a slide is drawn, not with the page
     from matplotlib.figure import Figure
@@ -87,7 +87,7 @@ class SlideRun:
 
     Parameters
     ----------
-    record : app.pinned.RunRecord
+    record : app.teaching.pinned.RunRecord
         Settings, curves and token paths of the run.
     attention, softmax : ndarray, shape (N, N), or None
         ``A`` and ``A*`` at the last frame (None for a model without attention).
@@ -178,14 +178,14 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     run : SlideRun
     caption : str
         Markdown; shown as plain text under the title.
-    pinned : iterable of app.pinned.RunRecord
+    pinned : iterable of app.teaching.pinned.RunRecord
         Runs drawn as grey ghosts on the KL, energy and token plots.
     log_kl : bool
         The KL lag on a logarithmic axis (values floored at ``LOG_FLOOR``).
     color_scale : str
         One of :data:`SCALES`, as the page's heatmaps.
     annotations : iterable of str
-        A tour step's annotations (:data:`app.guides.ANNOTATIONS`), drawn as the page
+        A tour step's annotations (:data:`app.mainview.guides.ANNOTATIONS`), drawn as the page
         draws them: ``"kl_slope"`` the dashed guide of slope ``−2λ`` on the log KL plot,
         ``"tracking_bound"`` the bound thick where it is tight, ``"conserved_energy"``
         the line ``H(t) = H(0)``.
@@ -203,8 +203,8 @@ def slide_figure(run: SlideRun, caption: str = "", pinned: Iterable[RunRecord] =
     """
     from matplotlib.figure import Figure
 
-    from .clustering import clustering_mode
-    from .guides import ANNOTATIONS
+    from app.mainview.clustering import clustering_mode
+    from app.mainview.guides import ANNOTATIONS
 
     if color_scale not in SCALES:
         raise ValueError(f"color_scale must be one of {', '.join(SCALES)}, got {color_scale!r}")
@@ -303,8 +303,8 @@ _DROPPED = {"kl": "the lag Σᵢ KL(Aᵢ‖A*ᵢ)", "rate": "the dissipation rat
 
 
 def _kl_annotations(ax, rec: RunRecord, annotations, log_kl: bool) -> None:
-    """A tour step's guides on the KL plot, as :class:`app.guides.Guides` draws them."""
-    from .guides import GUIDE_COLOR, GUIDE_LENGTH, T_ANCHOR, TIGHT, TIGHT_COLOR
+    """A tour step's guides on the KL plot, as :class:`app.mainview.guides.Guides` draws them."""
+    from app.mainview.guides import GUIDE_COLOR, GUIDE_LENGTH, T_ANCHOR, TIGHT, TIGHT_COLOR
 
     t, kl, bound = rec.times, rec.curves["kl"], rec.curves["kl_bound"]
     if "kl_slope" in annotations and log_kl:
@@ -328,7 +328,7 @@ def _kl_annotations(ax, rec: RunRecord, annotations, log_kl: bool) -> None:
 
 
 def _conserved(ax, model: str) -> None:
-    from .guides import GUIDE_COLOR
+    from app.mainview.guides import GUIDE_COLOR
 
     E = energy_symbol(model)
     ax.axhline(0.0, color=GUIDE_COLOR, ls="--", lw=2)
@@ -566,10 +566,10 @@ def slide_bytes(dashboard, fmt: str) -> io.BytesIO:
 
 def download_buttons(dashboard):
     """FileDownload buttons "Slide PNG", "Slide SVG", "Slide PDF" (16:9), named after
-    the model and the time of the run like the data downloads (:mod:`app.export`)."""
+    the model and the time of the run like the data downloads (:mod:`app.mainview.export`)."""
     import panel as pn
 
-    from .export import filename
+    from app.mainview.export import filename
 
     buttons = []
     for fmt in FORMATS:
@@ -604,7 +604,7 @@ def lab_slide_figure(result, title: str = "Inertial lab", caption: str = "") -> 
     fig = Figure(figsize=SLIDE_INCHES, dpi=DPI, layout="constrained")
     text = plain_caption(caption)
     fig.suptitle(title if not text else f"{title}\n{_wrap(text, 120)}", fontsize=15)
-    from .inertial_lab import CONTROLS  # the settings the lab shows
+    from app.lab.inertial_lab import CONTROLS  # the settings the lab shows
 
     shown = ("model", "kernel_diag", "value_diag", *CONTROLS)
     fig.supxlabel(_wrap(" · ".join(f"{k} = {result.settings[k]}" for k in shown
@@ -684,7 +684,7 @@ def momentum_slide_figure(result, title: str = "Momentum on a quadratic",
     """
     from matplotlib.figure import Figure  # loaded only to draw a slide
 
-    from .inertial_lab import RUN_STYLES
+    from app.lab.inertial_lab import RUN_STYLES
 
     fig = Figure(figsize=SLIDE_INCHES, dpi=DPI, layout="constrained")
     text = plain_caption(caption)

@@ -27,9 +27,8 @@ from bokeh.models import ColorBar, ColumnDataSource, LinearColorMapper, Range1d
 from bokeh.palettes import RdBu11, Turbo256
 from bokeh.plotting import figure
 
+from app.models import spec
 from dynamics import clustering as cl
-
-from .models import spec
 
 #: Rows of the energy and cluster-count series kept (older rows roll over).
 ROLLOVER = 5000

@@ -28,10 +28,9 @@ from bokeh.models import ColumnDataSource
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
+from app.serving.server import locked
 from dynamics import Settings, models
 from dynamics.ensemble import run_ensemble
-
-from .server import locked
 
 #: The bands drawn: (diagnostic, title, y label).
 BANDS = (

@@ -12,7 +12,7 @@ as if it were a curve.
 
 Drawing cost: the lines are on the plots' overlay canvas and the legends below the
 plots (where they cover no curve), and the axes follow the data in steps
-(:class:`app.ranges.SteppedRange`), so a new batch of rows usually repaints the lines
+(:class:`app.mainview.ranges.SteppedRange`), so a new batch of rows usually repaints the lines
 alone, not the axes, ticks, title and legend around them (Bokeh reads the page's CSS
 for every text it draws).
 """
@@ -30,8 +30,9 @@ from bokeh.models import ColumnDataSource, Label, LabelSet, LinearAxis, Range1d
 from bokeh.palettes import Category10_10 as C
 from bokeh.plotting import figure
 
+from app.models import ZERO_NOTE, energy_symbol, not_applicable, spec
+
 from .guides import Guides, change_marks
-from .models import ZERO_NOTE, energy_symbol, not_applicable, spec
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
 
 #: Rows kept in the time-series buffer.
@@ -253,7 +254,7 @@ class TimeSeries(pn.viewable.Viewer):
         self._ref_end = None  # (t, distance) where the comparison run diverged
         self.guides = Guides(self, ROLLOVER)  # a tour step's annotations
         #: (t_min, t_max, y_min, y_max) of drawn curves not in ``source`` that a figure's
-        #: ranges include: the pinned runs' ghosts (:class:`app.pinned.PinnedRuns`)
+        #: ranges include: the pinned runs' ghosts (:class:`app.teaching.pinned.PinnedRuns`)
         self.ghost_extent = {}
         self._show(self.fig_distance, False)
         self._toggle_log()
@@ -412,7 +413,7 @@ class TimeSeries(pn.viewable.Viewer):
         them all (a new run).
 
         The changes of one slider drag, and changes whose labels would overlap
-        (:func:`app.guides.change_marks`, by the time shown), make one marker: a line
+        (:func:`app.mainview.guides.change_marks`, by the time shown), make one marker: a line
         where they began, a light band over the time they lasted, and one label from
         the first value to the last. The markers are rows of one source drawn by one
         renderer per plot, so a new change costs one small data update, not new

@@ -12,7 +12,7 @@ The tab never opens empty: it shows a shipped example (:data:`EXAMPLE`, the lag
 amplitude of the attention-only model on the oscillation path over β × γ with the
 theory's contours, computed by :func:`write_example`), its choices in the controls, and
 says how to run one's own. Regenerate it after a change of the dynamics with
-``python -c "from app.sweep_tab import write_example; write_example()"`` (its test
+``python -c "from app.sweeps.sweep_tab import write_example; write_example()"`` (its test
 checks cells of it against fresh runs).
 
 "Cancel" cancels the sweep's pending tasks and restarts the workers still running one
@@ -37,10 +37,9 @@ import numpy as np
 import panel as pn
 import param
 
+from app.serving.resources import asset
 from dynamics import PATHS, Settings, SweepRun, models
 from dynamics.sweeps import METRICS, QUIET_CLUSTER, two_source_lag_amplitude
-
-from .resources import asset
 
 #: Settings of the two-source lag formula (the oscillation path's).
 LAG_SETTINGS = ("beta", "gamma", "omega", "amplitude")
@@ -174,8 +173,7 @@ def write_example(path=None, client=None) -> dict:
                "values": [[v if np.isfinite(v) else None for v in row] for row in values],
                "status": [[str(v) for v in row] for row in status]}
     if path is None:
-        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "data",
-                            "sweep_example.json")
+        path = EXAMPLE
     with open(path, "w") as f:
         json.dump(example, f, indent=0)
         f.write("\n")

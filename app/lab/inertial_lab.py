@@ -12,7 +12,7 @@ run the base case instead, :func:`dynamics.inertial.momentum.run_momentum_experi
 plane, in place of the attention plots (a weights file always runs the attention
 experiments, from ``nesterov_t0`` = 1 if the base case had it at 0). Below the
 plots, the equations of the Part II models from the registry, with links to their
-sections of the Theory page (:func:`app.explain.models_text`).
+sections of the Theory page (:func:`app.mainview.explain.models_text`).
 
 Logarithmic axes span whole decades around the data (:func:`log_range`), so curves
 equal up to rounding (``1 ± 2e-16``) are drawn as the one line they are; the labels of
@@ -34,6 +34,12 @@ from bokeh.core.properties import value
 from bokeh.models import ColumnDataSource, FixedTicker, Label, Range1d, Span
 from bokeh.plotting import figure
 
+from app.mainview.explain import models_text
+from app.mainview.real_heads import clear_upload, read_upload
+from app.mainview.timeseries import legend_below
+from app.serving import katex
+from app.serving.resources import asset, read_asset
+from app.serving.server import locked
 from dynamics.cli import WEIGHT_ARRAYS
 from dynamics.inertial import CLOUDS
 from dynamics.inertial.experiments import (
@@ -45,14 +51,7 @@ from dynamics.inertial.experiments import (
 from dynamics.inertial.momentum import MOMENTUM_MODEL, RUNS, TRACKED, run_momentum_experiment
 from dynamics.settings import Settings
 
-from . import katex
-from .explain import models_text
-from .real_heads import clear_upload, read_upload
-from .resources import asset, read_asset
-from .server import locked
-from .timeseries import legend_below
-
-#: The presets of the lab (``assets/presets/inertial.json``, see :mod:`app.resources`).
+#: The presets of the lab (``assets/presets/inertial.json``, see :mod:`app.serving.resources`).
 PRESETS_PATH = asset("presets", "inertial.json")
 CONTROLS = ["matrix_draw", "damping", "alpha", "nesterov_r", "nesterov_t0", "layer_h",
             "theta", "cloud", "second_moment", "n_tokens", "dim", "seed", "dt"]
