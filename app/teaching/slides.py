@@ -44,7 +44,7 @@ from dynamics import RUNNING, Settings, Simulation
 from dynamics.inertial.experiments import lab_settings, run_lab_experiment
 from dynamics.inertial.momentum import MOMENTUM_MODEL, run_momentum_experiment
 
-from .pinned import RunRecord, comparison_labels, safe_filename
+from .run_record import RunRecord, comparison_labels, safe_filename
 
 if TYPE_CHECKING:  # Matplotlib is imported when a slide is drawn, not with the page
     from matplotlib.figure import Figure
