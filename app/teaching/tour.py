@@ -257,6 +257,11 @@ class Tour(pn.viewable.Viewer):
             dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)
         return True
 
+    @property
+    def shown(self) -> bool:
+        """Whether the tour's panel is shown (a step of the tour is on)."""
+        return self._panel.visible
+
     def __panel__(self):
         return self._panel
 
