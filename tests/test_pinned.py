@@ -8,8 +8,8 @@ from dashboard_support import play, small_dashboard
 
 from app.mainview import export
 from app.mainview.ranges import LOG_FLOOR
-from app.teaching import pinned
-from app.teaching.pinned import RunRecord
+from app.teaching import pinned, run_record
+from app.teaching.run_record import RunRecord
 from app.teaching.slides import run_frames
 from dynamics import Settings
 
@@ -23,14 +23,14 @@ def record(**values) -> RunRecord:
 def test_file_round_trip_keeps_settings_and_curves():
     runs = [record(beta=1.0), record(beta=4.0, n_tokens=7, dim=2),
             record(model="attention", path="rotation", omega=2.0), record(model="linear")]
-    back = pinned.from_netcdf(pinned.to_netcdf(runs))
+    back = run_record.from_netcdf(run_record.to_netcdf(runs))
     assert len(back) == 4
     for a, b in zip(runs, back, strict=True):
         assert b.settings == a.settings
         assert all(type(b.settings[k]) is type(v) for k, v in a.settings.items())
         np.testing.assert_array_equal(b.times, a.times)
         np.testing.assert_array_equal(b.features, a.features)
-        for k in pinned.CURVES:  # NaN where the model does not define a curve
+        for k in run_record.CURVES:  # NaN where the model does not define a curve
             np.testing.assert_array_equal(b.curves[k], a.curves[k])
     assert back[1].features.shape[1:] == (7, 2)
 
@@ -47,29 +47,29 @@ def test_record_keeps_at_most_max_frames_first_and_last():
 
 def test_bad_files_give_clear_errors():
     with pytest.raises(ValueError, match="not a NetCDF file of pinned runs"):
-        pinned.from_netcdf(b"this is not a NetCDF file")
+        run_record.from_netcdf(b"this is not a NetCDF file")
     # a run's download (app.mainview.export) is NetCDF, but not a file of pinned runs
     d = small_dashboard()
     with pytest.raises(ValueError, match="not a file of pinned runs: its format attribute"):
-        pinned.from_netcdf(export.netcdf_bytes(d).getvalue())
-    ds = pinned.to_dataset([record()])
+        run_record.from_netcdf(export.netcdf_bytes(d).getvalue())
+    ds = run_record.to_dataset([record()])
     ds.attrs["run0_settings"] = ds.attrs["run0_settings"].replace('"beta": 1.0', '"beta": -1.0')
     with pytest.raises(ValueError, match=r"(?s)pinned run 0: invalid settings:.*beta must be"):
-        pinned.from_netcdf(bytes(ds.to_netcdf(engine="scipy")))
-    ds = pinned.to_dataset([record()]).drop_vars("run0_kl")
+        run_record.from_netcdf(bytes(ds.to_netcdf(engine="scipy")))
+    ds = run_record.to_dataset([record()]).drop_vars("run0_kl")
     with pytest.raises(ValueError, match="pinned run 0: missing run0_kl"):
-        pinned.from_netcdf(bytes(ds.to_netcdf(engine="scipy")))
-    ds = pinned.to_dataset([record()])
+        run_record.from_netcdf(bytes(ds.to_netcdf(engine="scipy")))
+    ds = run_record.to_dataset([record()])
     ds.attrs["run0_settings"] = "{beta"
     with pytest.raises(ValueError, match="pinned run 0: its settings are not JSON"):
-        pinned.from_netcdf(bytes(ds.to_netcdf(engine="scipy")))
+        run_record.from_netcdf(bytes(ds.to_netcdf(engine="scipy")))
 
 
 def test_labels_name_the_settings_that_differ():
     a, b = Settings(beta=1.0).values(), Settings(beta=4.0).values()
-    assert pinned.comparison_labels(a, b) == ("β = 1", "β = 4")
-    assert pinned.comparison_labels(a, a) == ("same settings", "same settings")
-    line = pinned.settings_line(a)
+    assert run_record.comparison_labels(a, b) == ("β = 1", "β = 4")
+    assert run_record.comparison_labels(a, a) == ("same settings", "same settings")
+    line = run_record.settings_line(a)
     assert line.startswith("canonical · β = 1 · γ = 1 · σ = 0 · N = 8 · d = 4")
     assert "seed = 0" in line
 

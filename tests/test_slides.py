@@ -163,7 +163,7 @@ def test_curves_a_model_lacks_are_said_not_drawn():
     frames, _ = slides.run_frames(settings, 0.1)
     fig = slides.slide_figure(slides.SlideRun.from_frames(settings, frames))
     assert "kl" not in fig.slide_axes and "rate" not in fig.slide_axes
-    assert "the lag Σᵢ KL(Aᵢ‖A*ᵢ): ≡ 0 for this model" in fig._supxlabel.get_text()
+    assert "the lag Σᵢ KL(Aᵢ‖A*ᵢ): ≡ 0 for this model" in fig.get_supxlabel()
     for ax in fig.axes:
         assert ax.get_lines() or ax.images or ax.collections or not ax.get_visible() \
             or ax.get_label() == "<colorbar>", ax.get_title()
@@ -256,7 +256,7 @@ def test_a_lab_step_slide_draws_the_labs_plots(tmp_path):
     softmax = axes["softmax"].get_lines()
     assert [line.get_label() for line in softmax] == ["inertial", "momentum", "first_order"]
     np.testing.assert_array_equal(softmax[0].get_ydata(), result.softmax["softmax_inertial"].y)
-    assert "alpha = 1.0" in fig._supxlabel.get_text()
+    assert "alpha = 1.0" in fig.get_supxlabel()
     assert imread(io.BytesIO(slides.figure_bytes(fig, "png"))).shape[:2] == (1080, 1920)
     with pytest.raises(ValueError, match="tour step 1: A diagonal must be"):
         slides.tour_figures([{"lab_settings": {"kernel_diag": "x"}}], tmp_path / "bad")
@@ -325,7 +325,7 @@ def test_the_sphere_slide_shows_the_clustering_not_empty_or_unbounded_panels():
     assert counts[0] > counts[-1] >= 1
     np.testing.assert_array_equal(axes["A"].images[0].get_array(), frames[0].attention)
     np.testing.assert_array_equal(axes["A end"].images[0].get_array(), frames[-1].attention)
-    assert "Not drawn" in fig._supxlabel.get_text()
+    assert "Not drawn" in fig.get_supxlabel()
 
 
 def test_slide_file_names_keep_greek_letters_and_decimals(tmp_path):
@@ -357,7 +357,7 @@ def test_the_momentum_step_slide_draws_the_base_case(tmp_path):
     nesterov = result.runs["nesterov"]
     np.testing.assert_array_equal(lines[nesterov.label].get_ydata(), nesterov.gap_curve().y)
     np.testing.assert_array_equal(path.get_lines()[-1].get_xdata(), nesterov.path().x)
-    assert "nesterov_t0 = 0.0" in fig._supxlabel.get_text()
+    assert "nesterov_t0 = 0.0" in fig.get_supxlabel()
     written = slides.tour_figures([{"title": "Momentum first", "text": "A ball in a bowl.",
                                     "lab_settings": preset["settings"]}], tmp_path,
                                    formats=("png",))

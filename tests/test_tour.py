@@ -240,7 +240,7 @@ def test_the_page_draws_the_relaxation_slope_and_moves_by_keys():
     d.tour_step = lab_step  # Part II: the lab
     assert d.tabs.active == 1 and d.lab.preset == TOUR["steps"][lab_step - 1]["lab_preset"]
     d.tour_step = 0
-    assert not d.tour._panel.visible and not d.timeseries.guides.zero.visible
+    assert not d.tour.shown and not d.timeseries.guides.zero.visible
 
 
 def test_projector_mode_keeps_five_plots_in_large_type_and_undoes_itself():
@@ -331,7 +331,7 @@ def test_next_back_and_end_buttons_move_through_the_tour():
     tour.next.clicks += 1
     assert d.tour_step == len(TOUR["steps"])  # stays at the last step
     tour.end.clicks += 1
-    assert d.tour_step == 0 and not tour._panel.visible
+    assert d.tour_step == 0 and not tour.shown
 
 
 def test_the_quench_step_marks_its_quench_on_the_plots():

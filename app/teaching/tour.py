@@ -123,7 +123,7 @@ def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> 
     """Write the slides of ``tour`` (default the shipped one) into ``out_dir``: every
     step, run headless (about 3 s a step; a lab step: the lab's plots). Prints the steps
     skipped."""
-    from . import slides as slides_module  # matplotlib: loaded only to draw slides
+    from .tour_slides import tour_figures  # matplotlib: loaded only to draw slides
 
     tour = load_tour() if tour is None else tour
     presets = presets_module.load_presets()
@@ -134,7 +134,7 @@ def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> 
     steps, skipped = slide_steps(tour, presets)
     for line in skipped:
         print(line)
-    return slides_module.tour_figures(steps, out_dir, formats)
+    return tour_figures(steps, out_dir, formats)
 
 
 class ArrowKeys(JSComponent):
@@ -256,6 +256,11 @@ class Tour(pn.viewable.Viewer):
             s = dashboard.settings
             dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)
         return True
+
+    @property
+    def shown(self) -> bool:
+        """Whether the tour's panel is shown (a step of the tour is on)."""
+        return self._panel.visible
 
     def __panel__(self):
         return self._panel
