@@ -253,9 +253,9 @@ def test_a_task_steps_its_canonical_points_together_with_run_point_s_results(
     gives exactly ``run_point``'s results: stiff points (run alone), a point that
     diverges, one whose settings are refused, and one of another size among them."""
     import dynamics.batch
-    import dynamics.sweeps
+    import dynamics.sweeps.points
 
-    monkeypatch.setattr(dynamics.sweeps, "BATCH_RUNS", most)
+    monkeypatch.setattr(dynamics.sweeps.points, "BATCH_RUNS", most)
     from dynamics.sweeps import run_batch, run_point
 
     base = Settings(model="canonical", n_tokens=4, dim=2, dt=0.02).values()
@@ -379,7 +379,7 @@ def test_auto_goes_to_a_cluster_only_when_the_schedule_model_says_it_pays(client
     """``where="auto"``: the cluster's start-up against the points' estimated cost. A
     client given as a callable is called only when the sweep goes to a cluster; a given
     client's start-up is :data:`CLIENT_STARTUP_S`. The bits are the same either way."""
-    import dynamics.sweeps as sweeps
+    import dynamics.sweeps.schedule as schedule
 
     calls = []
 
@@ -387,18 +387,18 @@ def test_auto_goes_to_a_cluster_only_when_the_schedule_model_says_it_pays(client
         calls.append(1)
         return client
 
-    monkeypatch.setattr(sweeps, "CLUSTER_STARTUP_S", 1e9)  # a cluster never pays
+    monkeypatch.setattr(schedule, "CLUSTER_STARTUP_S", 1e9)  # a cluster never pays
     here = SweepRun(BASE, GRID, T_END, client=factory, workers=2)
     reference = here.run()
     assert (here.ran_on, here.local_points, calls) == ("local", 6, [])
     assert here.cost > 0
-    monkeypatch.setattr(sweeps, "CLUSTER_STARTUP_S", 0.0)  # it always pays
-    monkeypatch.setattr(sweeps, "MIN_TASK_S", 0.0)  # (these points are short)
+    monkeypatch.setattr(schedule, "CLUSTER_STARTUP_S", 0.0)  # it always pays
+    monkeypatch.setattr(schedule, "MIN_TASK_S", 0.0)  # (these points are short)
     there = SweepRun(BASE, GRID, T_END, client=factory, workers=2)
     xr.testing.assert_identical(there.run(), reference)
     assert there.ran_on == "cluster" and calls == [1] and 1 <= there.local_points < 6
     assert client.status == "running"  # a client not started by the sweep stays open
-    monkeypatch.setattr(sweeps, "CLIENT_STARTUP_S", 1e9)
+    monkeypatch.setattr(schedule, "CLIENT_STARTUP_S", 1e9)
     given = SweepRun(BASE, GRID, T_END, client=client)
     xr.testing.assert_identical(given.run(), reference)
     assert given.ran_on == "local"
@@ -407,16 +407,16 @@ def test_auto_goes_to_a_cluster_only_when_the_schedule_model_says_it_pays(client
 def test_an_embedded_cluster_counts_only_the_free_cores(monkeypatch):
     """On a busy machine more worker processes share the same cores: ``auto`` sizes the
     embedded cluster it weighs by the cores the load average leaves free."""
-    import dynamics.sweeps as sweeps
+    import dynamics.sweeps.schedule as schedule
 
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     for load, free in [(0.3, 16), (1.0, 16), (5.0, 12), (15.4, 2), (40.0, 1)]:
         monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
-        assert sweeps.free_cores() == free
+        assert schedule.free_cores() == free
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (12.0, 12.0, 12.0))
-    monkeypatch.setattr(sweeps, "CLUSTER_STARTUP_S", 0.0)
-    monkeypatch.setattr(sweeps, "MIN_TASK_S", 0.0)
+    monkeypatch.setattr(schedule, "CLUSTER_STARTUP_S", 0.0)
+    monkeypatch.setattr(schedule, "MIN_TASK_S", 0.0)
     run = SweepRun(BASE, GRID, T_END, processes=False)  # a cluster would be free to start
     run.run()
     assert run.ran_on == "local" and run.local_points == 6

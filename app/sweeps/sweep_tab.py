@@ -340,8 +340,8 @@ class SweepTab(pn.viewable.Viewer):
         run = self.run
         if run is None:
             return
-        client = run._client  # the client running it, while it runs
-        keys = {f.key for f in run._futures}
+        tasks = run.tasks  # its tasks on the cluster, while they run
+        client, keys = (tasks.client, tasks.keys) if tasks is not None else (None, set())
         busy = []
         if client is not None and keys:
             try:
