@@ -69,7 +69,7 @@ def test_controls_equations_and_na_come_from_the_spec(model):
     assert hidden - {"d_potential", "momentum"} == {
         k for k, v in diagnostic.items() if v in spec.not_applicable + spec.identically_zero}
     assert ("d_potential" in hidden) == (spec.energy_symbol == "Φ")  # not drawn twice
-    items = d.timeseries._legend_items
+    items = d.timeseries.legend_items
     label = items["d_energy"].label.value
     assert label.startswith(f"{spec.energy_symbol}(t)")
     for key, v in diagnostic.items():

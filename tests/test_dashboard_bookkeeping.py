@@ -81,14 +81,14 @@ def test_a_diverged_reference_is_said_and_no_longer_drawn():
     assert d.reference.status == "diverged" and 10 < d.reference.t < 16
     play(d, 10)
     ts = d.timeseries
-    assert ts._diverged_note.visible
-    assert ts._diverged_note.text == f"reference diverged at t = {d.reference.t:.4g}"
+    assert ts.diverged_note.visible
+    assert ts.diverged_note.text == f"reference diverged at t = {d.reference.t:.4g}"
     assert "reference (reduced model) **diverged**" in d.status.object
     data = ts.source.data
     assert len(set(data["distance_t"][-8:])) == 1 and data["t"][-1] > data["distance_t"][-1]
     assert all(all_finite(s) for s in sources(d))
     d.reset()
-    assert not ts._diverged_note.visible and "diverged" not in d.status.object
+    assert not ts.diverged_note.visible and "diverged" not in d.status.object
 
 
 def test_the_confinement_notice_shows_once_the_features_run_away():
@@ -121,7 +121,7 @@ def test_the_momentum_line_is_named_for_what_it_is(model):
     d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=3), playing=False)
     play(d, 5)
     ts = d.timeseries
-    item = ts._legend_items["momentum"]
+    item = ts.legend_items["momentum"]
     if model == "attention":  # no momenta
         assert not item.visible and not ts.lines["momentum"].visible
         return
@@ -155,7 +155,7 @@ def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
 def test_the_changes_of_one_drag_make_one_marker():
     """A slider drag is many small changes: one marker from the first value to the last,
     and no new Bokeh models per change (each used to add a line and a label per plot)."""
-    from app.mainview.timeseries import coalesce, merge_gap
+    from app.mainview.markers import coalesce, merge_gap
     from dynamics.simulation import Change
 
     drag = [Change(3.0 + 0.01 * i, {"beta": (1.0 + 0.5 * i, 1.5 + 0.5 * i)}, 0.0)

@@ -34,17 +34,17 @@ def test_quantities_zero_by_construction_are_said_to_be(model):
     play(d, 10)
     ts = d.timeseries
     for fig in (ts.fig_kl, ts.fig_kl_log, ts.fig_rate):
-        assert ts._zero_notes[fig].visible and ts._zero_notes[fig].text == ZERO_NOTE
-        assert not any(ts.lines[k].visible for k in ts._fig_columns[fig])
+        assert ts.zero_notes[fig].visible and ts.zero_notes[fig].text == ZERO_NOTE
+        assert not any(ts.lines[k].visible for k in ts.figure_columns[fig])
         # a plain axis, not one fitted to rounding errors of 1e−16
         assert fig.y_range.end - fig.y_range.start >= 0.9
-    assert not ts._zero_notes[ts.fig_energy].visible
+    assert not ts.zero_notes[ts.fig_energy].visible
     labels = [item.label.value for item in ts.fig_energy.legend[0].items if item.visible]
     assert len(labels) == len(set(labels))  # Φ(t) − Φ(0) once for the transformer
     assert "dissipated ∫D dt ≡ 0 for this model" in labels
     assert d.heatmaps.fig_ratio.title.text.endswith(ZERO_NOTE)
     d.settings.model = "canonical"
-    assert not ts._zero_notes[ts.fig_kl_log].visible and ts.lines["kl_log"].visible
+    assert not ts.zero_notes[ts.fig_kl_log].visible and ts.lines["kl_log"].visible
     assert not d.heatmaps.fig_ratio.title.text.endswith(ZERO_NOTE)
 
 

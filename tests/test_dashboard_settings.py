@@ -19,7 +19,7 @@ from dynamics import Settings, models
 
 def _labels(dash) -> dict:
     """Legend label of every time-series line."""
-    return {k: item.label.value for k, item in dash.timeseries._legend_items.items()}
+    return {k: item.label.value for k, item in dash.timeseries.legend_items.items()}
 
 
 def _count_resets(dash, monkeypatch) -> list:

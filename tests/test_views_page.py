@@ -239,7 +239,7 @@ def play_frames(d, frames):
 
 
 def test_labels_of_close_changes_do_not_pile_up():
-    from app.mainview.guides import change_marks
+    from app.mainview.markers import change_marks
     from dynamics.simulation import Change
 
     # a drag seen as changes 0.15 apart (more than three frames): one marker while the

@@ -8,8 +8,8 @@ moving softmax, reference models).
   where it is tight (the lag at least a tenth of the bound).
 - ``"conserved_energy"``: on the energy plot, the zero line labelled "H(t) = H(0)": a
   conserved energy stays on it.
-- ``"quench"``: the change markers (always drawn, see :mod:`app.mainview.timeseries`); their
-  labels do not pile up (:func:`change_marks`).
+- ``"quench"``: the change markers (always drawn, see :mod:`app.mainview.markers`); their
+  labels do not pile up (:func:`app.mainview.markers.change_marks`).
 
 The guides follow the rows pushed to the plots (:meth:`Guides.rows`); a new run or a new
 λ re-anchors the slope.
@@ -21,12 +21,6 @@ import math
 
 from bokeh.models import ColumnDataSource, Label, Span
 
-#: Characters of a change marker's label (10 pt) across a time plot's frame: labels whose
-#: lines are closer than their length's share of the time shown would overlap.
-LABEL_CHARS = 55
-#: Most values a merged marker's label lists per setting (first, turning points, last).
-MOST_VALUES = 4
-
 #: The annotations a tour step may name.
 ANNOTATIONS = ("kl_slope", "tracking_bound", "conserved_energy", "quench")
 #: The slope guide goes through the lag at the first row at or after this time.
@@ -37,70 +31,6 @@ GUIDE_LENGTH = 12.0
 TIGHT = 0.1
 #: Guide colours (dark enough for a projector).
 GUIDE_COLOR, TIGHT_COLOR = "#111111", "#d62728"
-
-
-def _path(values) -> list[float]:
-    """``values`` without repeats and with only their turning points between the first
-    and the last (a drag 1, 1.5, 2, 3 is "1 → 3"; a quench and its reversal 1 → 5 → 1)."""
-    v = [x for i, x in enumerate(values) if i == 0 or x != values[i - 1]]
-    path = [v[0]] + [v[i] for i in range(1, len(v) - 1)
-                     if (v[i] - v[i - 1]) * (v[i + 1] - v[i]) < 0] + v[-1:] * (len(v) > 1)
-    if len(path) > MOST_VALUES:
-        path = [*path[:MOST_VALUES - 2], math.nan, path[-1]]
-    return path
-
-
-def mark_label(values: dict) -> str:
-    """"β 1 → 5 → 1, γ 1 → 2" for ``{name: [values in order]}`` (… for values left out)."""
-    from .timeseries import SYMBOLS
-
-    return ", ".join(
-        f"{SYMBOLS.get(k, k)} " + " → ".join("…" if math.isnan(x) else f"{x:g}"
-                                            for x in _path(v))
-        for k, v in values.items())
-
-
-def change_marks(changes, gap: float, span: float) -> list[tuple[float, float, str]]:
-    """The change markers of ``changes``: ``(t_first, t_last, label)`` each.
-
-    A change joins the marker before it when it is one slider drag with it (the same
-    settings, at most ``gap`` later: :func:`app.mainview.timeseries.coalesce`). Then a marker
-    joins the one before it while its label would overlap that marker's: its line
-    closer to the marker's than its label's share (:data:`LABEL_CHARS`) of the time
-    shown, ``span``. Overlap is judged on the labels as drawn, after every change has
-    joined its marker (a label grows as a drag goes on), so no two labels drawn cross.
-    Dragging β used to pile up labels one over the other; one label now reads from the
-    first value over the turning points to the last ("β 1 → 5 → 1"), a band covering
-    the changes.
-    """
-    marks = []  # [t_first, t_last, {name: [values in order]}]
-    for change in changes:
-        last = marks[-1] if marks else None
-        if (last is not None and last[2].keys() == change.values.keys()
-                and change.t - last[1] <= gap):
-            _join(last, change.t, change.values)
-        else:
-            marks.append([change.t, change.t,
-                          {k: [old, new] for k, (old, new) in change.values.items()}])
-    merged = True
-    while merged:  # a join lengthens a label, which may then overlap the one before
-        merged = False
-        for i in range(len(marks) - 1, 0, -1):
-            before, mark = marks[i - 1], marks[i]
-            if mark[0] - before[0] < span * len(mark_label(mark[2])) / LABEL_CHARS:
-                for name, values in mark[2].items():
-                    before[2].setdefault(name, []).extend(values)
-                before[1] = mark[1]
-                del marks[i]
-                merged = True
-    return [(t0, t1, mark_label(values)) for t0, t1, values in marks]
-
-
-def _join(mark, t: float, values: dict) -> None:
-    """Change ``values`` (``{name: (old, new)}``) at ``t`` joins ``mark``."""
-    mark[1] = t
-    for name, (old, new) in values.items():
-        mark[2].setdefault(name, [old]).append(new)
 
 
 class Guides:

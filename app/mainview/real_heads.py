@@ -8,14 +8,13 @@ them. The choice of a real head is kept to what exists: the layer and head slide
 checkpoint's (or the shipped file's) layers and heads, the shipped sentences are chosen by
 their text, and a choice that does not exist (a URL, pasted settings, a typed sentence) is
 refused with a notice and the page keeps running (:func:`fit_real_head`,
-:meth:`RealHeads.refuse`).
+:meth:`RealHeads.refuse`). What exists and the fitting are in :mod:`app.mainview.head_choice`,
+the reading of an uploaded file in :mod:`app.mainview.uploads`.
 """
 
 from __future__ import annotations
 
-import io
 import math
-import re
 
 import numpy as np
 import panel as pn
@@ -24,145 +23,23 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 from scipy.special import softmax
 
-from dynamics import Settings, Simulation, bert
+from dynamics import Settings, Simulation
 from dynamics import heads as shipped_heads
-from dynamics.cli import WEIGHT_ARRAYS, read_weights
+from dynamics.cli import WEIGHT_ARRAYS
+
+from .head_choice import (
+    CHOICE,
+    ENABLE_HINT,
+    checkpoint_installed,
+    choices,
+    find_checkpoint,
+    fit_real_head,
+    sentence_select,
+)
+from .uploads import clear_upload, in_file_terms, read_upload
 
 #: Columns of the grid of heads.
 GRID_COLUMNS = 4
-#: Largest upload accepted (bytes).
-MAX_UPLOAD = 50_000_000
-
-
-#: What the page says where no checkpoint is installed (your own sentence is then off).
-ENABLE_HINT = ("**Your own sentence** on every layer and head: install all-MiniLM-L6-v2 "
-               f"where the app runs, `{bert.INSTALL_HINT}` (or set "
-               f"`{bert.CHECKPOINT_ENV}` to a BERT-style folder), and restart the app.")
-#: The settings that choose a real head (a change of one may need the sliders refitted).
-CHOICE = ("weights", "checkpoint", "sentence", "layer", "head", "heads", "text")
-
-
-def checkpoint_installed(settings) -> bool:
-    """Whether the checkpoint folder the settings name (``checkpoint``, else the
-    environment variable, else an installed MiniLM: :func:`dynamics.bert.find_checkpoint`)
-    has its three files (nothing is read: a page without your own sentence loads no
-    model)."""
-    folder = bert.find_checkpoint(settings.checkpoint or None)
-    return folder is not None and all((folder / n).is_file() for n in bert.FILES)
-
-
-def find_checkpoint(settings) -> bert.Checkpoint | None:
-    """The checkpoint the settings name, read (once per server process:
-    :func:`dynamics.bert.open_checkpoint`), or None where there is none or it cannot be
-    used."""
-    try:
-        return bert.open_checkpoint(settings.checkpoint or None)
-    except ValueError:
-        return None
-
-
-def choices(weights: str, checkpoint) -> tuple[tuple, int]:
-    """``(layers, number of heads)`` of the shipped file or of ``checkpoint``."""
-    if weights == "checkpoint" and checkpoint is not None:
-        return tuple(range(checkpoint.n_layers)), checkpoint.n_heads
-    return shipped_heads.layers(), int(shipped_heads.load()["query_weight"].shape[1])
-
-
-def _span(values) -> str:
-    values = list(values)
-    return (f"{values[0]} to {values[-1]}" if values == list(range(values[0], values[-1] + 1))
-            else ", ".join(map(str, values)))
-
-
-def fit_real_head(settings, apply: bool = True) -> list[str]:
-    """Change the settings to a real head that exists, saying why (one line per change):
-    ``weights="checkpoint"`` without a checkpoint falls back to the shipped heads, a layer
-    or head out of range to the nearest that exists, a shipped sentence out of range to
-    the first, a sentence the checkpoint refuses (empty, too long) to the example one.
-    Nothing is computed but the word pieces. Returns the messages (empty: nothing to
-    change); with ``apply=False`` only the messages (what does not exist), nothing changed.
-    """
-    if settings.weights == "seed":
-        return []
-    fixes, why = {}, []
-
-    def fix(name, value, problem, instead):
-        fixes[name] = value
-        why.append(f"{problem}; {instead}" if apply else problem)
-
-    weights, checkpoint = settings.weights, None
-    if weights == "checkpoint":
-        try:
-            checkpoint = bert.open_checkpoint(settings.checkpoint or None)
-        except ValueError as err:  # (none installed: the message says how to install one)
-            fix("weights", "minilm", f"weights = checkpoint: {err}",
-                "the shipped sentences are shown instead")
-            weights = "minilm"
-    layers, n_heads = choices(weights, checkpoint)
-    if settings.layer not in layers:
-        nearest = min(layers, key=lambda v: (abs(v - settings.layer), v))
-        fix("layer", nearest, f"layer {settings.layer} does not exist (layers {_span(layers)})",
-            f"layer {nearest} is shown")
-    if settings.head >= n_heads:
-        fix("head", n_heads - 1, f"head {settings.head} does not exist (heads 0 to "
-            f"{n_heads - 1})", f"head {n_heads - 1} is shown")
-    n_sentences = len(shipped_heads.sentences())
-    if weights == "minilm" and settings.sentence >= n_sentences:
-        fix("sentence", 0, f"sentence {settings.sentence} does not exist (sentences 0 to "
-            f"{n_sentences - 1})", "the first is shown")
-    if weights == "checkpoint":
-        try:
-            checkpoint.tokenize(settings.text)
-        except ValueError as err:
-            fix("text", Settings.param.text.default, str(err), "the example sentence is shown")
-    if fixes and apply:
-        settings.param.update(**fixes)
-    return why
-
-
-def sentence_select(settings) -> pn.widgets.Select:
-    """The shipped sentence, chosen by its text (both ways with ``settings.sentence``)."""
-    texts = shipped_heads.sentences()
-    select = pn.widgets.Select(
-        label=Settings.param.sentence.label,
-        options={text: i for i, text in enumerate(texts)},
-        value=settings.sentence if settings.sentence < len(texts) else 0,
-        description=Settings.param.sentence.doc, sizing_mode="stretch_width")
-    select.param.watch(lambda event: setattr(settings, "sentence", event.new), "value")
-
-    def to_select(event):
-        if event.new in select.options.values():
-            select.value = event.new
-
-    settings.param.watch(to_select, "sentence")
-    return select
-
-
-def in_file_terms(message: str) -> str:
-    """``message`` with the :class:`~dynamics.Simulation` keywords of a weights file's
-    arrays named by the file's keys (``score_matrix`` → ``M``, :data:`WEIGHT_ARRAYS`)
-    and ``n_tokens``, ``dim`` as N, d: an upload's error speaks of what is in the file."""
-    for key, keyword in WEIGHT_ARRAYS.items():
-        message = re.sub(rf"\b{keyword}\b", key, message)
-    return message.replace("n_tokens=", "N = ").replace("dim=", "d = ")
-
-
-def read_upload(upload) -> dict:
-    """The :class:`~dynamics.Simulation` arrays of the ``.npz`` file chosen in ``upload``
-    (a :class:`panel.widgets.FileInput`), messages naming it by its file name;
-    ``ValueError`` for a file over :data:`MAX_UPLOAD` or one :func:`read_weights` refuses."""
-    name = upload.filename or "the file"
-    if len(upload.value) > MAX_UPLOAD:
-        raise ValueError(f"{name} is larger than {MAX_UPLOAD // 1_000_000} MB")
-    return read_weights(io.BytesIO(upload.value), name=name)
-
-
-def clear_upload(upload) -> None:
-    """Empty ``upload`` (server and page), so that the same file can be chosen again."""
-    upload.value = None
-    upload.clear()
-
-
 #: Most numbered ticks on a heatmap's axis (a seeded run's tokens).
 MAX_NUMBERS = 10
 

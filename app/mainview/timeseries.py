@@ -15,6 +15,9 @@ plots (where they cover no curve), and the axes follow the data in steps
 (:class:`app.mainview.ranges.SteppedRange`), so a new batch of rows usually repaints the lines
 alone, not the axes, ticks, title and legend around them (Bokeh reads the page's CSS
 for every text it draws).
+
+Mid-run setting changes are marked on the energy and KL plots (:mod:`app.mainview.markers`);
+a guided-tour step's annotations are drawn by :mod:`app.mainview.guides`.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import ColumnDataSource, Label, LabelSet, LinearAxis, Range1d
+from bokeh.models import ColumnDataSource, Label, LinearAxis, Range1d
 from bokeh.palettes import Category10_10 as C
-from bokeh.plotting import figure
 
 from app.models import ZERO_NOTE, energy_symbol, not_applicable, spec
 
-from .guides import Guides, change_marks
+from .guides import Guides
+from .markers import ChangeMarkers, coalesce, merge_gap  # noqa: F401 (app.teaching.slides)
+from .plots import legend_below, time_figure
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
 
 #: Rows kept in the time-series buffer.
@@ -45,7 +49,6 @@ BATCH = 8
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",
            "d_potential", "dissipated", "residual", "dissipation_rate", "distance", "distance_t",
            "momentum")
-_TIME = "t (model time units)"
 #: The diagnostic each line draws (where a model's spec may say it is n/a or ≡ 0).
 _DIAGNOSTIC = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
                "residual": "energy_residual", "dissipation_rate": "dissipation_rate",
@@ -55,9 +58,6 @@ POTENTIAL = "Φ"
 #: The momentum line's label when the momentum term of H is not a kinetic energy
 #: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
 MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
-#: Symbols of the settings in the markers of mid-run changes.
-SYMBOLS = {"beta": "β", "gamma": "γ", "mass": "m", "kappa": "κ", "confinement": "k",
-           "logit_noise": "σ"}
 #: The energy plot's title (short enough for the narrow layout's plot width, 1024 px).
 ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
 #: Lines of the energy plot drawn on its right-hand axis: the kinetic energy (≈ 18
@@ -68,77 +68,39 @@ RIGHT_AXIS = ("momentum",)
 KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K", "momentum term"
 
 
-def change_label(values) -> str:
-    """"β 1 → 4" for the ``{name: (old, new)}`` of a change (one part per setting)."""
-    return ", ".join(f"{SYMBOLS.get(k, k)} {old:g} → {new:g}"
-                     for k, (old, new) in values.items())
-
-
-def coalesce(changes, gap: float) -> list[tuple[float, float, str]]:
-    """The markers of ``changes``: ``(t_first, t_last, label)`` each.
-
-    A change of the same settings as the marker before it, at most ``gap`` later, joins
-    that marker (one drag of a slider makes many small changes): its label then reads
-    from the first old value to the last new one, e.g. "β 1 → 4".
-    """
-    marks = []  # [t_first, t_last, {name: [old, new]}]
-    for change in changes:
-        last = marks[-1] if marks else None
-        if (last is not None and last[2].keys() == change.values.keys()
-                and change.t - last[1] <= gap):
-            last[1] = change.t
-            for name, (_, new) in change.values.items():
-                last[2][name][1] = new
-        else:
-            marks.append([change.t, change.t,
-                          {k: [old, new] for k, (old, new) in change.values.items()}])
-    return [(t0, t1, change_label(values))
-            for t0, t1, values in marks]
-
-
-def merge_gap(times) -> float:
-    """The largest time between two changes of one slider drag (:func:`coalesce`): three
-    frames of ``times`` (a slider sends a value about every frame while it is dragged);
-    inf before a second frame (the changes of a run's first frame).
-
-    Not a share of the time shown: that grew with the run, so a quench and its reversal
-    a few time units apart became one marker "β 1 → 1" once the run was long, and
-    markers already drawn merged when a later change came.
-    """
-    if len(times) < 2:
-        return math.inf
-    return 3.0 * (times[-1] - times[-2])
-
-
 def _finite(x) -> float:
     x = float(x)
     return x if math.isfinite(x) else 0.0
 
 
-def _figure(title, y_label, height=250, **kw):
-    p = figure(title=title, height=height, width=430, x_axis_label=_TIME, y_axis_label=y_label,
-               tools="pan,wheel_zoom,box_zoom,reset,save,hover",
-               tooltips=[("t", "@t{0.000}"), ("value", "$y{0.0000e}")],
-               toolbar_location="above", x_range=Range1d(0.0, 1.0),
-               y_range=Range1d(1e-3, 1.0) if kw.get("y_axis_type") == "log" else Range1d(0, 1),
-               **kw)
-    p.min_border_right = 12
-    return p
+def legend_states(model: str, labels: dict) -> dict[str, tuple[str, bool, bool]]:
+    """What model ``model``'s spec says of each line: ``{key: (legend label, line drawn,
+    legend item shown)}`` for the lines' plain ``labels`` (``{key: label}``).
 
-
-def legend_below(fig, ncols: int, label_width: int = 20) -> None:
-    """Move ``fig``'s legend below the plot, where it covers no curve.
-
-    It stays on the overlay canvas with the lines: BokehJS draws a legend's glyph only
-    for a line with data, so a legend painted once, before the first rows, would keep
-    its labels without their line styles.
+    The energy is named by ``energy_symbol``; a diagnostic in ``not_applicable`` is
+    hidden and labelled "n/a", one in ``identically_zero`` hidden and labelled "≡ 0";
+    when the energy is the potential Φ, the potential's line (the same curve) is not
+    drawn twice, and the momentum line is left out of a model without momenta.
     """
-    legend = fig.legend[0]
-    legend.update(click_policy="hide", label_text_font_size="9pt", padding=2, spacing=2,
-                  margin=2, ncols=ncols, border_line_alpha=0, glyph_width=18,
-                  label_width=label_width,
-                  label_standoff=4, level="overlay", location="top_left")
-    fig.add_layout(legend, "below")
+    s = spec(model)
+    energy = energy_symbol(model)
+    missing, zero = set(not_applicable(model)), set(s.identically_zero)
+    labels = dict(labels)
+    labels["d_energy"] = f"{energy}(t) − {energy}(0)"
+    labels["residual"] = f"residual {energy}−{energy}(0)+∫D−W"
+    if "kinetic_energy" in missing:  # the momentum term is no kinetic energy
+        labels["momentum"] = MOMENTUM_TERM
+    states = {}
+    for key, label in labels.items():
+        diagnostic = _DIAGNOSTIC.get(key)
+        if key == "momentum" and diagnostic in missing:
+            diagnostic = "momentum_energy"
+        note = (" — n/a for this model" if diagnostic in missing
+                else f" {ZERO_NOTE}" if diagnostic in zero else "")
+        listed = not (key == "d_potential" and energy == POTENTIAL
+                      or key == "momentum" and "init_momentum" not in s.settings)
+        states[key] = (label + note, listed and not note, listed)
+    return states
 
 
 class TimeSeries(pn.viewable.Viewer):
@@ -154,9 +116,9 @@ class TimeSeries(pn.viewable.Viewer):
         self.lines = {}
         src = self.source
 
-        self.fig_kl = _figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ)", "KL (nats)")
-        self.fig_kl_log = _figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)", "KL (nats)",
-                                  y_axis_type="log")
+        self.fig_kl = time_figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ)", "KL (nats)")
+        self.fig_kl_log = time_figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)", "KL (nats)",
+                                      y_axis_type="log")
         for fig, suffix in ((self.fig_kl, ""), (self.fig_kl_log, "_log")):
             self.lines["kl" + suffix] = fig.line(
                 "t", "kl" + suffix, source=src, color=C[0], line_width=2,
@@ -166,8 +128,7 @@ class TimeSeries(pn.viewable.Viewer):
                 line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
             legend_below(fig, ncols=2, label_width=100)
 
-        self.fig_energy = _figure(ENERGY_TITLE,
-                                  "energy (score units)", height=300)
+        self.fig_energy = time_figure(ENERGY_TITLE, "energy (score units)", height=300)
         for key, label, color, dash in (
             ("d_energy", "H(t) − H(0)", C[0], "solid"),
             ("budget", "work − dissipated", C[1], "dashed"),
@@ -188,13 +149,13 @@ class TimeSeries(pn.viewable.Viewer):
                 legend_label=label, **right)
         legend_below(self.fig_energy, ncols=2, label_width=100)
 
-        self.fig_rate = _figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
-                                "D (score units / time)")
+        self.fig_rate = time_figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
+                                    "D (score units / time)")
         self.lines["dissipation_rate"] = self.fig_rate.line(
             "t", "dissipation_rate", source=src, color=C[4], line_width=2,
             legend_label="D(t)")
-        self.fig_distance = _figure("Distance to the reduced (softmax-slaved) model",
-                                    "‖X − X_reduced‖")
+        self.fig_distance = time_figure("Distance to the reduced (softmax-slaved) model",
+                                        "‖X − X_reduced‖")
         self.lines["distance"] = self.fig_distance.line(
             "distance_t", "distance", source=src, color=C[5], line_width=2,
             legend_label="‖X − X_reduced‖ (Frobenius)")
@@ -231,22 +192,9 @@ class TimeSeries(pn.viewable.Viewer):
                 text_font_size="13pt", text_color="#555", visible=False)
             fig.add_layout(self._zero_notes[fig])
         # mid-run setting changes: rows of one source, a line, a band and a label each
-        self.marker_source = ColumnDataSource({"t0": [], "t1": [], "text": []})
-        self._hidden_markers = ColumnDataSource({"t0": [], "t1": [], "text": []})
-        self._changes_shown = 0
-        self._marker_views = {}  # per figure: its band and line renderers and its labels
-        for fig in (self.fig_energy, self.fig_kl, self.fig_kl_log):
-            band = fig.vstrip(x0="t0", x1="t1", source=self.marker_source, fill_color="#888",
-                              fill_alpha=0.15, line_alpha=0.0, level="overlay")
-            line = fig.vspan(x="t0", source=self.marker_source, line_color="#666",
-                             line_dash="dashed", line_width=1.5, level="overlay")
-            # left of the line: a change is made at the right end of the plot
-            labels = LabelSet(
-                x="t0", y=8, y_units="screen", x_offset=-4, text="text",
-                source=self.marker_source, text_align="right", text_font_size="10pt",
-                text_color="#444", level="overlay")
-            fig.add_layout(labels)
-            self._marker_views[fig] = (band, line, labels)
+        self.change_markers = ChangeMarkers((self.fig_energy, self.fig_kl, self.fig_kl_log))
+        #: the change markers' rows (:attr:`ChangeMarkers.source`)
+        self.marker_source = self.change_markers.source
         self._diverged_note = Label(
             x=12, y=12, x_units="screen", y_units="screen", text="", text_font_size="11pt",
             text_color="#d7301f", visible=False)
@@ -277,41 +225,20 @@ class TimeSeries(pn.viewable.Viewer):
         fig.visible = visible
         for key in self._fig_columns[fig]:
             self.lines[key].data_source = self.source if visible else self._hidden
-        if fig in self._marker_views:
-            band, line, labels = self._marker_views[fig]
-            markers = self.marker_source if visible else self._hidden_markers
-            band.data_source = line.data_source = labels.source = markers
+        self.change_markers.show(fig, visible)
         if visible:
             self._fit_ranges()
 
     def set_model(self, model: str) -> None:
-        """Legends and lines by what model ``model``'s spec says of its diagnostics.
-
-        The energy is named by ``energy_symbol``; a diagnostic in ``not_applicable`` is
-        hidden and labelled "n/a", one in ``identically_zero`` hidden and labelled "≡ 0"
-        (a plot with no line left says so); when the energy is the potential Φ, the
-        potential's line (the same curve) is not drawn twice.
-        """
-        s = spec(model)
-        energy = energy_symbol(model)
-        missing, zero = set(not_applicable(model)), set(s.identically_zero)
-        labels = dict(self._labels)
-        labels["d_energy"] = f"{energy}(t) − {energy}(0)"
-        labels["residual"] = f"residual {energy}−{energy}(0)+∫D−W"
-        if "kinetic_energy" in missing:  # the momentum term is no kinetic energy
-            labels["momentum"] = MOMENTUM_TERM
-        for key, item in self._legend_items.items():
-            diagnostic = _DIAGNOSTIC.get(key)
-            if key == "momentum" and diagnostic in missing:
-                diagnostic = "momentum_energy"
-            note = (" — n/a for this model" if diagnostic in missing
-                    else f" {ZERO_NOTE}" if diagnostic in zero else "")
-            item.label = value(labels[key] + note)
-            self.lines[key].visible = not note
-            item.visible = not (key == "d_potential" and energy == POTENTIAL
-                                or key == "momentum" and "init_momentum" not in s.settings)
-            if not item.visible:
-                self.lines[key].visible = False
+        """Legends and lines by what model ``model``'s spec says of its diagnostics
+        (:func:`legend_states`); a plot with no line left says so, and the energy plot's
+        right-hand axis is named by what its line draws."""
+        for key, (label, drawn, listed) in legend_states(model, self._labels).items():
+            item = self._legend_items[key]
+            item.label = value(label)
+            self.lines[key].visible = drawn
+            item.visible = listed
+        missing, zero = set(not_applicable(model)), set(spec(model).identically_zero)
         self.right_axis.visible = self.lines["momentum"].visible
         self.right_axis.axis_label = (MOMENTUM_AXIS if "kinetic_energy" in missing
                                       else KINETIC_AXIS)
@@ -327,8 +254,7 @@ class TimeSeries(pn.viewable.Viewer):
         self.source.data = {c: [] for c in COLUMNS}
         self.e0 = self.phi0 = None
         self.pending = []
-        self.marker_source.data = {"t0": [], "t1": [], "text": []}
-        self._changes_shown = 0
+        self.change_markers.clear()
         self.guides.clear()
         self._ref_end = None
         self._diverged_note.visible = False
@@ -410,30 +336,41 @@ class TimeSeries(pn.viewable.Viewer):
     def mark_changes(self, changes) -> None:
         """A vertical line labelled like "β 1 → 4" at each mid-run setting change
         (:attr:`dynamics.Simulation.changes`) on the energy and KL plots; ``()`` removes
-        them all (a new run).
-
-        The changes of one slider drag, and changes whose labels would overlap
-        (:func:`app.mainview.guides.change_marks`, by the time shown), make one marker: a line
-        where they began, a light band over the time they lasted, and one label from
-        the first value to the last. The markers are rows of one source drawn by one
-        renderer per plot, so a new change costs one small data update, not new
-        models on the page.
+        them all (a new run). The changes of one slider drag, and changes whose labels
+        would overlap by the time shown, make one marker: a line where they began, a light
+        band over the time they lasted, and one label from the first value to the last
+        (:class:`app.mainview.markers.ChangeMarkers`).
         """
         x = self.fig_kl_log.x_range
         span = max(float(x.end) - float(x.start), 0.0)
-        if (len(changes), span) == self._changes_shown:
-            return
-        self._changes_shown = (len(changes), span)  # labels merge by the time shown
-        marks = change_marks(changes, merge_gap(self.source.data["t"]), span)
-        self.marker_source.data = {
-            "t0": [m[0] for m in marks], "t1": [m[1] for m in marks],
-            "text": [m[2] for m in marks]}
+        self.change_markers.mark(changes, self.source.data["t"], span)
 
     @property
     def markers(self) -> list[tuple[float, float, str]]:
         """The change markers shown: ``(t_first, t_last, label)`` each."""
-        d = self.marker_source.data
-        return list(zip(d["t0"], d["t1"], d["text"], strict=True))
+        return self.change_markers.markers
+
+    @property
+    def legend_items(self) -> dict:
+        """The legend item of each line, by its column: ``{key: LegendItem}``."""
+        return dict(self._legend_items)
+
+    @property
+    def figure_columns(self) -> dict:
+        """The columns each figure draws: ``{figure: (key, ...)}``."""
+        return {fig: tuple(keys) for fig, keys in self._fig_columns.items()}
+
+    @property
+    def zero_notes(self) -> dict:
+        """The "≡ 0 for this model" note of each figure (shown where none of its lines
+        is drawn): ``{figure: Label}``."""
+        return dict(self._zero_notes)
+
+    @property
+    def diverged_note(self):
+        """The distance plot's note "reference diverged at t = …" (a Bokeh ``Label``,
+        shown once the comparison run diverged)."""
+        return self._diverged_note
 
     def update(self, frame, distance: float | None = None, flush: bool = True) -> None:
         """Append ``frame`` (and the distance to the reduced run, if comparing).
