@@ -35,7 +35,7 @@ from bokeh.palettes import Category10_10 as C
 from app.models import ZERO_NOTE, energy_symbol, not_applicable, spec
 
 from .guides import Guides
-from .markers import ChangeMarkers, coalesce, merge_gap  # noqa: F401 (app.teaching.slides)
+from .markers import ChangeMarkers
 from .plots import legend_below, time_figure
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
 
@@ -227,7 +227,7 @@ class TimeSeries(pn.viewable.Viewer):
             self.lines[key].data_source = self.source if visible else self._hidden
         self.change_markers.show(fig, visible)
         if visible:
-            self._fit_ranges()
+            self.fit_ranges()
 
     def set_model(self, model: str) -> None:
         """Legends and lines by what model ``model``'s spec says of its diagnostics
@@ -264,9 +264,9 @@ class TimeSeries(pn.viewable.Viewer):
     def _follow(self, ranges) -> None:
         for rng in ranges:
             rng.follow()
-        self._fit_ranges()
+        self.fit_ranges()
 
-    def _fit_ranges(self) -> None:
+    def fit_ranges(self) -> None:
         """Fit the stepped ranges of every shown figure to the rows of its visible lines."""
         data = self.source.data
         if len(data["t"]) == 0:
@@ -388,7 +388,7 @@ class TimeSeries(pn.viewable.Viewer):
             rows, self.pending = self.pending, []
             self.source.stream({k: [r[k] for r in rows] for k in COLUMNS}, rollover=ROLLOVER)
             self.guides.rows(rows)
-            self._fit_ranges()
+            self.fit_ranges()
 
     def __panel__(self):
         """The KL, energy and rate plots in a row (the distance plot is placed by the caller)."""

@@ -221,7 +221,7 @@ class PinnedRuns:
         ts.ghost_extent = {fig: (min(e[0] for e in ex), max(e[1] for e in ex),
                                  min(e[2] for e in ex), max(e[3] for e in ex))
                            for fig, ex in extents.items() if ex}
-        ts._fit_ranges()
+        ts.fit_ranges()
         if lows:
             lo, hi = np.min(lows, axis=0), np.max(highs, axis=0)
             for rng, a, b in ((tr.fig.x_range, lo[0], hi[0]), (tr.fig.y_range, lo[1], hi[1])):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.mainview.timeseries import coalesce, merge_gap
+from app.mainview.markers import coalesce, merge_gap
 from app.models import not_applicable, spec
 
 from .run_record import RunRecord, comparison_labels
