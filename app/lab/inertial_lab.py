@@ -14,11 +14,10 @@ experiments, from ``nesterov_t0`` = 1 if the base case had it at 0). Below the
 plots, the equations of the Part II models from the registry, with links to their
 sections of the Theory page (:func:`app.mainview.explain.models_text`).
 
-
 The plots are drawn by :class:`~app.lab.attention_plots.AttentionPlots` and
 :class:`~app.lab.momentum_plots.MomentumPlots` (:attr:`InertialLab.attention_plots`,
-:attr:`InertialLab.momentum_plots`); this module holds the controls, the presets and
-the runs.
+:attr:`InertialLab.momentum_plots`; their axes and markers: :mod:`app.lab.plotting`); this
+module holds the controls, the presets, the uploaded files and the runs.
 """
 
 from __future__ import annotations

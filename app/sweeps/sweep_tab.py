@@ -111,8 +111,8 @@ class SweepTab(pn.viewable.Viewer):
             self.show_example()
 
     def show_example(self) -> bool:
-        """Show the shipped example (:data:`EXAMPLE`) with its choices in the controls;
-        False (the map stays empty) when it cannot be read."""
+        """Show the shipped example (:data:`~app.sweeps.example.EXAMPLE`) with its choices
+        in the controls; False (the map stays empty) when it cannot be read."""
         ex = read_example()
         if ex is None:
             return False
