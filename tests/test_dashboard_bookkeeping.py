@@ -139,7 +139,7 @@ def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
     presets, _ = load_presets()
     for p in presets:
         lab.preset = p["name"]
-        curve = lab.soft_src["softmax_inertial"].data
+        curve = lab.attention_plots.soft_src["softmax_inertial"].data
         if lab.momentum:  # the base case (no attention): its own plots, the softmax hidden
             assert not any(row.visible for row in lab.attention_rows)
             continue

@@ -52,28 +52,27 @@ def test_each_preset_runs_with_finite_data():
     for p in presets:
         lab.preset = p["name"]
         assert not lab.message.visible, lab.message.object
+        plots, runs = lab.attention_plots, lab.momentum_plots
         if lab.momentum:  # the base case: its own plots
-            for src in (*lab.gap_src.values(), *lab.path_src.values(), lab.bound_src):
+            for src in (*runs.gap_src.values(), *runs.path_src.values(), runs.bound_src):
                 _all_finite(src)
                 assert len(next(iter(src.data.values()))) > 100
             assert "f − f*" in lab.status.object
             continue
-        sources = [lab.eig_first, lab.eig_acc, lab.cloud0, lab.cloud1, lab.ham_src,
-                   *lab.clouds_cmp.values(), *lab.layer_src.values(), *lab.soft_src.values()]
-        for src in sources:
+        for src in plots.sources:
             _all_finite(src)
-        assert len(lab.eig_first.data["xs"]) == lab.settings.dim
+        assert len(plots.eig_first.data["xs"]) == lab.settings.dim
         if p["name"].startswith("first-order"):
-            span, _ = lab.tmax_marker
+            span, _ = plots.tmax_marker
             assert span.visible and span.location == pytest.approx(1.0, abs=1e-9)
-            lam_end = max(y[-1] for y in lab.eig_first.data["ys"])
+            lam_end = max(y[-1] for y in plots.eig_first.data["ys"])
             assert lam_end > 1e6  # the curve reaches the blow-up
         if p["name"].startswith("V"):
-            assert not lab.tmax_marker[0].visible and not lab.tacc_marker[0].visible
+            assert not plots.tmax_marker[0].visible and not plots.tacc_marker[0].visible
         if p["name"].startswith("momentum"):
-            assert lab.tacc_marker[0].location == pytest.approx(2.76, abs=0.02)
+            assert plots.tacc_marker[0].location == pytest.approx(2.76, abs=0.02)
         if p["name"].startswith("effective"):
-            pred, act = lab.pred_marker[0].location, lab.actual_marker[0].location
+            pred, act = plots.pred_marker[0].location, plots.actual_marker[0].location
             assert abs(pred - act) <= 3
         assert "T_max" in lab.status.object
 
@@ -195,13 +194,14 @@ def test_lab_shows_the_experiment_result_as_is():
     lab = InertialLab()
     lab.preset = "effective depth"
     r = run_lab_experiment(lab.settings)
-    np.testing.assert_array_equal(lab.eig_acc.data["xs"][1], r.accelerated_eigenvalues[1].x)
-    np.testing.assert_array_equal(lab.eig_acc.data["ys"][1], r.accelerated_eigenvalues[1].y)
-    np.testing.assert_array_equal(lab.cloud1.data["y"], r.later_cloud[:, 1])
-    np.testing.assert_array_equal(lab.layer_src["continuous"].data["s"], r.layers["continuous"].y)
-    np.testing.assert_array_equal(lab.soft_src["softmax_momentum"].data["t"],
+    plots = lab.attention_plots
+    np.testing.assert_array_equal(plots.eig_acc.data["xs"][1], r.accelerated_eigenvalues[1].x)
+    np.testing.assert_array_equal(plots.eig_acc.data["ys"][1], r.accelerated_eigenvalues[1].y)
+    np.testing.assert_array_equal(plots.cloud1.data["y"], r.later_cloud[:, 1])
+    np.testing.assert_array_equal(plots.layer_src["continuous"].data["s"], r.layers["continuous"].y)
+    np.testing.assert_array_equal(plots.soft_src["softmax_momentum"].data["t"],
                                   r.softmax["softmax_momentum"].x)
-    assert lab.actual_marker[0].location == r.crossing_layer
+    assert plots.actual_marker[0].location == r.crossing_layer
     assert f"(predicted {r.predicted_layer})" in lab.status.object
 
 
@@ -222,7 +222,7 @@ def test_the_hamiltonian_curve_shows_the_energy_law_up_to_the_blow_up(preset, co
     assert t[-1] >= 0.97 * r.accelerated_time
     lab = InertialLab()
     lab.preset = preset
-    span = lab.ham_fig.y_range.min_interval  # the axis spans at least this
+    span = lab.attention_plots.ham_fig.y_range.min_interval  # the axis spans at least this
     if conserved:  # what is left of the drift is under 0.5 % of the axis (1.5 px): flat
         assert np.ptp(H) <= 5e-3 * span  # measured 0.13 %
     else:  # the fall fills the axis

@@ -214,20 +214,22 @@ def test_an_uploaded_file_runs_every_plot_and_says_so(lab):
     assert lab.kernel_input.disabled and lab.value_input.disabled
     assert "(numerical)" in lab.status.object and lab.generated_button.visible
     assert (lab.settings.n_tokens, lab.settings.dim) == (10, 3)
-    np.testing.assert_array_equal(lab.cloud0.data["x"], X[:, 0])
+    plots = lab.attention_plots
+    np.testing.assert_array_equal(plots.cloud0.data["x"], X[:, 0])
     r = run_lab_experiment(lab.settings, arrays={"features": X, "kernel": A, "value": V,
                                                  "momenta": 0.1 * X})
-    np.testing.assert_array_equal(lab.eig_first.data["ys"][2], r.first_order_eigenvalues[2].y)
-    assert len(lab.eig_first.data["xs"]) == 3
+    np.testing.assert_array_equal(plots.eig_first.data["ys"][2], r.first_order_eigenvalues[2].y)
+    assert len(plots.eig_first.data["xs"]) == 3
     # Run again (a damping change) keeps the file's data
     lab.settings.alpha = 2.0
     assert lab.run()
-    np.testing.assert_array_equal(lab.cloud0.data["x"], X[:, 0])
+    np.testing.assert_array_equal(plots.cloud0.data["x"], X[:, 0])
     assert "(numerical)" in lab.status.object
 
 
 def test_a_refused_file_changes_nothing(lab):
-    before = (lab.status.object, dict(lab.eig_first.data), lab.settings.values())
+    eig_first = lab.attention_plots.eig_first
+    before = (lab.status.object, dict(eig_first.data), lab.settings.values())
     X, A, V = _general()
     for name, data, words in (
             ("skew.npz", _npz(X=X, A=A + np.triu(np.ones((3, 3)), 1), V=V), "symmetric"),
@@ -241,7 +243,7 @@ def test_a_refused_file_changes_nothing(lab):
         assert lab.message.object.startswith(f"Not used: {name}")
         assert words in lab.message.object
         assert lab.arrays is None and lab.upload_note.object == UPLOAD_HELP
-        assert (lab.status.object, dict(lab.eig_first.data), lab.settings.values()) == before
+        assert (lab.status.object, dict(eig_first.data), lab.settings.values()) == before
 
 
 def test_while_a_file_is_used_its_settings_are_greyed_out(lab):
@@ -286,10 +288,10 @@ def test_back_to_generated_data_restores_its_settings_or_keeps_the_file(lab):
     assert (lab.settings.n_tokens, lab.settings.dim) == (16, 2)
     assert lab.settings.value_diag == "1, 2" and lab.value_input.value == "1, 2"
     # a run of the generated data that is refused leaves the file in use
+    lab.controls["dim"].value = 3  # moved before the file: d = 3, the diagonals of d = 2
     _upload(lab, "again.npz", _npz(X=X, A=A, V=np.eye(3)))
-    lab._generated["kernel_diag"] = "1, 2, 3"  # (as if the settings had changed since)
     assert not lab.use_generated_data()
-    assert "Still using the file" in lab.message.object and "A diagonal" in lab.message.object
+    assert "Still using the file" in lab.message.object and "V diagonal" in lab.message.object
     assert lab.arrays is not None and lab.generated_button.visible
     assert "(numerical)" in lab.status.object and "Running again.npz" in lab.caption.object
 

@@ -7,7 +7,8 @@ import math
 import pytest
 from bokeh.models import FixedTicker
 
-from app.lab.inertial_lab import InertialLab, load_presets, log_range
+from app.lab.inertial_lab import InertialLab, load_presets
+from app.lab.plotting import log_range
 from app.teaching import theory
 from dynamics import models
 
@@ -19,8 +20,9 @@ def lab():
 
 def _log_figures(lab):
     if lab.momentum:
-        return (lab.gap_fig,)
-    return (lab.eig_fig, lab.clouds_fig, lab.layer_fig, lab.soft_fig)
+        return (lab.momentum_plots.gap_fig,)
+    plots = lab.attention_plots
+    return (plots.eig_fig, plots.clouds_fig, plots.layer_fig, plots.soft_fig)
 
 
 def test_the_lab_opens_on_its_first_preset_run(lab):
@@ -30,7 +32,7 @@ def test_the_lab_opens_on_its_first_preset_run(lab):
     assert lab.preset == presets[0]["name"] == "Momentum on a quadratic"
     assert lab.momentum and lab.momentum_row.visible
     assert not any(row.visible for row in lab.attention_rows)
-    assert all(len(src.data["t"]) == 1000 for src in lab.gap_src.values())
+    assert all(len(src.data["t"]) == 1000 for src in lab.momentum_plots.gap_src.values())
     assert "f − f* at t = 100" in lab.status.object and presets[0]["name"] in lab.caption.object
 
 
@@ -40,15 +42,16 @@ def test_the_base_case_plots_show_its_runs_and_switch_with_the_presets(lab):
     presets, _ = load_presets()
     lab.preset = presets[0]["name"]
     r = run_momentum_experiment(presets[0]["settings"])
-    assert lab.gap_fig.x_scale.__class__.__name__ == "LogScale"
-    assert lab.gap_fig.y_scale.__class__.__name__ == "LogScale"
-    labels = [item.label.value for item in lab.gap_fig.legend[0].items]
+    runs = lab.momentum_plots
+    assert runs.gap_fig.x_scale.__class__.__name__ == "LogScale"
+    assert runs.gap_fig.y_scale.__class__.__name__ == "LogScale"
+    labels = [item.label.value for item in runs.gap_fig.legend[0].items]
     assert labels == [run.label for run in r.runs.values()] + ["(r−1)²|x₀|²/(2t²)"]
     nesterov = r.runs["nesterov"]
-    assert list(lab.gap_src["nesterov"].data["f"]) == list(nesterov.gap_curve().y)
-    assert list(lab.path_src["nesterov"].data["x"]) == list(nesterov.path().x)
-    assert list(lab.bound_src.data["f"]) == list(r.bound.y)
-    assert (lab.gap_fig.x_range.start, lab.gap_fig.x_range.end) == (0.1, 100.0)
+    assert list(runs.gap_src["nesterov"].data["f"]) == list(nesterov.gap_curve().y)
+    assert list(runs.path_src["nesterov"].data["x"]) == list(nesterov.path().x)
+    assert list(runs.bound_src.data["f"]) == list(r.bound.y)
+    assert (runs.gap_fig.x_range.start, runs.gap_fig.x_range.end) == (0.1, 100.0)
     assert lab.value_input.disabled and lab.controls["theta"].disabled
     lab.preset = presets[1]["name"]  # an attention preset: its six plots
     assert not lab.momentum and not lab.momentum_row.visible
@@ -58,11 +61,11 @@ def test_the_base_case_plots_show_its_runs_and_switch_with_the_presets(lab):
     lab.preset = presets[0]["name"]
     lab.settings.alpha = 0.2
     lab.run()
-    assert not lab.gap_lines["heavy_ball"].visible and lab.gap_lines["critical"].visible
-    assert not lab.gap_fig.legend[0].items[1].visible
+    assert not runs.gap_lines["heavy_ball"].visible and runs.gap_lines["critical"].visible
+    assert not runs.gap_fig.legend[0].items[1].visible
     lab.preset = None
     lab.preset = presets[0]["name"]
-    assert lab.gap_lines["heavy_ball"].visible
+    assert runs.gap_lines["heavy_ball"].visible
 
 
 def test_nesterov_t0_zero_outside_the_base_case_is_refused_by_name(lab):
@@ -101,16 +104,18 @@ def test_every_preset_draws_its_curves_inside_decade_axes(lab):
                     y = [v for v in y if math.isfinite(v) and v > 0]
                     assert not y or (start <= min(y) and max(y) <= end), (p["name"], fig)
         if p["name"].startswith("V"):  # eigenvalues 1 ± 1e-16: the axis is 0.1 … 10
-            assert (lab.eig_fig.y_range.start, lab.eig_fig.y_range.end) == (0.1, 10.0)
+            y_range = lab.attention_plots.eig_fig.y_range
+            assert (y_range.start, y_range.end) == (0.1, 10.0)
 
 
 def test_marker_labels_have_rows_of_their_own_and_stay_in_the_plot(lab):
     presets, _ = load_presets()
     lab.preset = next(p["name"] for p in presets if p["name"].startswith("effective"))
-    for pair, curves in (((lab.tmax_marker, lab.tacc_marker), lab.eig_first.data["xs"]
-                          + lab.eig_acc.data["xs"]),
-                         ((lab.pred_marker, lab.actual_marker),
-                          [src.data["l"] for src in lab.layer_src.values()])):
+    plots = lab.attention_plots
+    for pair, curves in (((plots.tmax_marker, plots.tacc_marker), plots.eig_first.data["xs"]
+                          + plots.eig_acc.data["xs"]),
+                         ((plots.pred_marker, plots.actual_marker),
+                          [src.data["l"] for src in plots.layer_src.values()])):
         (_, a), (_, b) = pair
         assert a.visible and b.visible and a.y != b.y  # one row each
         x_end = max(max(x) for x in curves if len(x))
@@ -118,11 +123,12 @@ def test_marker_labels_have_rows_of_their_own_and_stay_in_the_plot(lab):
             right = label.x > 0.5 * x_end
             assert label.text_align == ("right" if right else "left"), label.text
             assert label.text_color == span.line_color
-    assert lab.tacc_marker[1].text_align == "right"  # the blow-up ends the curves
+    assert plots.tacc_marker[1].text_align == "right"  # the blow-up ends the curves
 
 
 def test_eigenvalue_legend_colours_are_the_curves(lab):
-    items = lab.eig_fig.legend[0].items
+    plots = lab.attention_plots
+    items = plots.eig_fig.legend[0].items
     colours = []
     for item in items:
         (renderer,) = item.renderers
@@ -130,7 +136,7 @@ def test_eigenvalue_legend_colours_are_the_curves(lab):
         assert isinstance(colour, str) and colour.startswith("#")  # one colour, no field
         colours.append(colour)
     assert len(set(colours)) == len(items) == 2
-    assert [lab.tmax_marker[0].line_color, lab.tacc_marker[0].line_color] == colours
+    assert [plots.tmax_marker[0].line_color, plots.tacc_marker[0].line_color] == colours
 
 
 def test_the_part_two_equations_and_theory_links_are_shown(lab):

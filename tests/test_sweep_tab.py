@@ -8,7 +8,8 @@ import pytest
 from distributed import Client, LocalCluster
 
 from app.dashboard import TABS, Dashboard
-from app.sweeps.sweep_tab import SweepTab, axis_values, cell_edges, sweepable
+from app.sweeps.grid import axis_values, cell_edges, sweepable
+from app.sweeps.sweep_tab import SweepTab
 from dynamics import Settings, sweep
 from dynamics.sweeps import QUIET_CLUSTER, two_source_lag_amplitude
 
@@ -41,10 +42,10 @@ def test_cells_fill_with_the_sweeps_values_and_a_click_loads_the_point(client):
     assert np.array_equal(shown, expected["lag_amplitude"].values.T)
     np.testing.assert_allclose(tab.pipe.data["x"][1:-1] ** 2,
                                np.array(tab.axes[0][:-1]) * np.array(tab.axes[0][1:]))
-    tab._on_tap(x=1.99, y=0.21)  # inside the last beta cell, the first gamma cell
+    tab.load_cell(x=1.99, y=0.21)  # inside the last beta cell, the first gamma cell
     assert loaded == [{"model": "attention", "path": "oscillation", "beta": 2.0,
                        "gamma": pytest.approx(0.2)}]
-    tab._on_tap(x=100.0, y=1.0)  # outside the map: nothing
+    tab.load_cell(x=100.0, y=1.0)  # outside the map: nothing
     assert len(loaded) == 1
 
 
@@ -55,7 +56,7 @@ def test_theory_contours_of_the_two_source_lag(client):
     b, g = np.meshgrid(data["x"], data["y"])
     assert np.array_equal(data["z"], two_source_lag_amplitude(b, g, settings.omega,
                                                               settings.amplitude))
-    assert len(tab._theory_overlay(data).split()) >= 1  # contour lines drawn
+    assert len(tab.theory[()].split()) >= 1  # contour lines drawn
     tab.metric = "kl_mean"
     tab.start(wait=True)
     assert tab.theory_pipe.data is None  # no theory for this metric
@@ -85,13 +86,12 @@ def test_refused_choices_say_why_and_run_nothing(client):
 
 def test_cancel_stops_the_sweep_and_keeps_finished_cells(client):
     tab, _, _ = small_tab(client, cells=6, t_end=2.0)
-    original = tab._on_batch
 
-    def cancel_after_first(results, done, total):
-        original(results, done, total)
-        tab.cancel()
+    def cancel_after_first(event):  # "Cancel" pressed once the first cells are in
+        if event.new:
+            tab.cancel_button.clicks += 1
 
-    tab._on_batch = cancel_after_first
+    tab.progress.param.watch(cancel_after_first, "value")
     tab.start(wait=True)
     assert tab.message.object.startswith("cancelled after")
     z = tab.pipe.data["z"]

@@ -122,7 +122,7 @@ def test_the_sweep_tab_opens_with_its_example_and_says_how_to_run_ones_own():
     loaded = []
     tab.on_point = loaded.append
     _, grid = example_grid()
-    tab._on_tap(x=grid["beta"][2], y=grid["gamma"][5])
+    tab.load_cell(x=grid["beta"][2], y=grid["gamma"][5])
     assert loaded == [{"model": "attention", "path": "oscillation",
                        "beta": grid["beta"][2], "gamma": grid["gamma"][5]}]
     assert read_example()["x_values"] == grid["beta"]
@@ -167,7 +167,7 @@ def test_cancel_stops_the_workers_running_the_sweep():
             assert time.monotonic() < deadline and tab.running
             time.sleep(0.1)
         tab.cancel()
-        tab._thread.join(60)
+        tab.wait(60)
         assert not tab.running and tab.message.object.startswith("cancelled after 0 of 1")
         assert tab.restarting is not None
         tab.restarting.join(120)

@@ -8,12 +8,9 @@ its cells of the map (a HoloViews ``QuadMesh`` fed by a ``Pipe``), the progress 
 advances, and "Cancel" stops the sweep. Hovering a cell shows the settings and the value;
 clicking it loads that point into the live view (``on_point``).
 
-The tab never opens empty: it shows a shipped example (:data:`EXAMPLE`, the lag
+The tab never opens empty: it shows a shipped example (:mod:`app.sweeps.example`, the lag
 amplitude of the attention-only model on the oscillation path over β × γ with the
-theory's contours, computed by :func:`write_example`), its choices in the controls, and
-says how to run one's own. Regenerate it after a change of the dynamics with
-``python -c "from app.sweeps.sweep_tab import write_example; write_example()"`` (its test
-checks cells of it against fresh runs).
+theory's contours), its choices in the controls, and says how to run one's own.
 
 "Cancel" cancels the sweep's pending tasks and restarts the workers still running one
 of its batches (a running task cannot be interrupted otherwise: it kept a core busy
@@ -21,171 +18,46 @@ for up to a minute); another sweep's tasks on those workers are run again elsewh
 
 Theory drawn over the map (Theory page): on a ``lag_amplitude`` sweep of the
 oscillation path, contours of the two-source lag amplitude ``βδω/√(λ² + ω²)``; on a
-``blowup_time`` sweep, the first-order ``T_max`` as a second map beside it.
+``blowup_time`` sweep, the first-order ``T_max`` as a second map beside it (the maps:
+:mod:`app.sweeps.maps`; the axes: :mod:`app.sweeps.grid`; the cluster:
+:mod:`app.sweeps.cluster`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 from collections.abc import Callable
 
 import holoviews as hv
-import holoviews.plotting.bokeh  # noqa: F401  (the options below are Bokeh's)
 import numpy as np
 import panel as pn
 import param
 
-from app.serving.resources import asset
 from dynamics import PATHS, Settings, SweepRun, models
-from dynamics.sweeps import METRICS, QUIET_CLUSTER, two_source_lag_amplitude
+from dynamics.sweeps import METRICS
 
-#: Settings of the two-source lag formula (the oscillation path's).
-LAG_SETTINGS = ("beta", "gamma", "omega", "amplitude")
-#: Text settings swept as one number (a diagonal given by one value).
-NUMBER_TEXTS = ("kernel_diag", "value_diag")
-#: Cells of the theory contours' own grid, per axis.
-THEORY_CELLS = 64
-
-#: The example shown when the tab opens (:func:`write_example`).
-EXAMPLE = asset("data", "sweep_example.json")
-#: The example's choices (the tab's controls) and its base settings (the defaults).
-EXAMPLE_CHOICES = {"model": "attention", "path": "oscillation", "x": "beta", "x_start": 0.3,
-                   "x_end": 3.0, "x_log": True, "y": "gamma", "y_start": 0.1, "y_end": 10.0,
-                   "y_log": True, "cells": 8, "metric": "lag_amplitude", "t_end": 5.0}
-#: What the example is, and how to run one's own.
-EXAMPLE_TEXT = (
-    "**Example shown at first** (precomputed, shipped with the app): the lag amplitude of "
-    "the attention-only model on the oscillation path over β × γ, dashed: the two-source "
-    "theory's contours (Theory page, tracking the moving softmax). **Your own:** choose a "
-    "model, two settings, their ranges and a metric on the left and press **Run** (the "
-    "other settings are the main tab's); click a cell to load it into the live view.")
-
-_CLIENT = None
-_CLIENT_LOCK = threading.Lock()
-
-
-def shared_client():
-    """The process's ``distributed.Client`` of an embedded ``LocalCluster`` (one
-    single-threaded worker process per core), started on first use and kept."""
-    global _CLIENT
-    with _CLIENT_LOCK:
-        if _CLIENT is None or _CLIENT.status not in ("running", "connecting"):
-            from distributed import Client, LocalCluster
-
-            cluster = LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1,
-                                   processes=True, **QUIET_CLUSTER)
-            _CLIENT = Client(cluster, set_as_default=False)
-        return _CLIENT
-
-
-def sweepable(model: str) -> list[str]:
-    """The numeric settings ``model`` reads (and its one-number diagonals)."""
-    names = []
-    for name in models.get(model).reads():
-        p = Settings.param[name]
-        if (isinstance(p, param.Number) and not isinstance(p, param.Integer)) \
-                or name in NUMBER_TEXTS:
-            names.append(name)
-    return [n for n in names if n not in ("norm_limit",)]
-
-
-def reads_path(model: str) -> bool:
-    """``model`` moves its features along a prescribed path (the attention-only model)."""
-    return "path" in models.get(model).reads()
-
-
-#: The first model on a prescribed path: the tab's default (the lag theory is its).
-PATH_MODEL = next(name for name in models.names() if reads_path(name))
-
-
-def axis_values(start: float, end: float, n: int, log: bool) -> list[float]:
-    """``n`` values from ``start`` to ``end``, evenly spaced (in ``log`` if asked)."""
-    if log:
-        if start <= 0 or end <= 0:
-            raise ValueError("a logarithmic axis needs a positive start and end")
-        return np.geomspace(start, end, n).tolist()
-    return np.linspace(start, end, n).tolist()
-
-
-def default_range(name: str) -> tuple[float, float]:
-    """A first range for a swept setting: its soft bounds (or bounds) kept within
-    ``[0.01, 10]``; ``(0.5, 2)`` for a one-number diagonal."""
-    p = Settings.param[name]
-    if not isinstance(p, param.Number):
-        return 0.5, 2.0
-    lo, hi = p.softbounds or p.bounds
-    return max(lo or 0.0, 1e-2), min(hi if hi is not None else 10.0, 10.0)
-
-
-def shown_values(z) -> tuple[np.ndarray, bool]:
-    """``z`` as drawn, and whether it is blank: a map with no finite value yet is drawn
-    transparent, with zeros (the plot computes its colour range from the values)."""
-    z = np.asarray(z, float)
-    blank = not np.isfinite(z).any()
-    return (np.zeros_like(z) if blank else z), blank
-
-
-def colour_limits(z) -> tuple[float, float]:
-    """The range of the finite values of ``z`` (``(0, 1)`` before any cell is filled)."""
-    finite = np.asarray(z, float)[np.isfinite(z)]
-    if not finite.size:
-        return 0.0, 1.0
-    lo, hi = float(finite.min()), float(finite.max())
-    return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
-
-
-def cell_edges(values, log: bool) -> np.ndarray:
-    """Edges of the cells centred on ``values`` (geometric midpoints on a log axis)."""
-    v = np.asarray(values, float)
-    if len(v) == 1:
-        return np.array([v[0] * 0.9, v[0] * 1.1]) if log else np.array([v[0] - 0.5,
-                                                                         v[0] + 0.5])
-    if log:
-        lv = np.log(v)
-        mid = (lv[1:] + lv[:-1]) / 2
-        return np.exp(np.concatenate([[2 * lv[0] - mid[0]], mid, [2 * lv[-1] - mid[-1]]]))
-    mid = (v[1:] + v[:-1]) / 2
-    return np.concatenate([[2 * v[0] - mid[0]], mid, [2 * v[-1] - mid[-1]]])
-
-
-def example_grid() -> tuple[dict, dict]:
-    """The example's base settings and grid (:data:`EXAMPLE_CHOICES`)."""
-    c = EXAMPLE_CHOICES
-    base = Settings(model=c["model"], path=c["path"]).values()
-    grid = {c["x"]: axis_values(c["x_start"], c["x_end"], c["cells"], c["x_log"]),
-            c["y"]: axis_values(c["y_start"], c["y_end"], c["cells"], c["y_log"])}
-    return base, grid
-
-
-def write_example(path=None, client=None) -> dict:
-    """Run the example sweep and write it (JSON) to ``path`` (default: the repository's
-    ``assets/data/sweep_example.json``); returns what was written."""
-    c = EXAMPLE_CHOICES
-    base, grid = example_grid()
-    run = SweepRun(Settings(**base), grid, c["t_end"], [c["metric"]], client=client)
-    ds = run.run()
-    values = ds[c["metric"]].transpose(c["y"], c["x"]).values
-    status = ds["status"].transpose(c["y"], c["x"]).values
-    example = {"choices": c, "base": base, "x_values": grid[c["x"]],
-               "y_values": grid[c["y"]],
-               "values": [[v if np.isfinite(v) else None for v in row] for row in values],
-               "status": [[str(v) for v in row] for row in status]}
-    if path is None:
-        path = EXAMPLE
-    with open(path, "w") as f:
-        json.dump(example, f, indent=0)
-        f.write("\n")
-    return example
-
-
-def read_example() -> dict | None:
-    """The shipped example (:func:`write_example`), or None when it cannot be read."""
-    try:
-        return json.loads(EXAMPLE.read_text())
-    except (OSError, ValueError):
-        return None
+from .cluster import cancel_sweep, shared_client
+from .example import EXAMPLE_CHOICES, EXAMPLE_TEXT, example_grid, read_example, write_example
+from .grid import (
+    PATH_MODEL,
+    axis_values,
+    cell_at,
+    cell_edges,
+    default_range,
+    kept_choices,
+    model_metrics,
+    reads_path,
+    sweepable,
+)
+from .maps import (
+    blank_data,
+    cell_map,
+    colour_limits,
+    lag_theory,
+    map_data,
+    shown_values,
+    theory_contours,
+)
 
 
 class SweepTab(pn.viewable.Viewer):
@@ -239,8 +111,8 @@ class SweepTab(pn.viewable.Viewer):
             self.show_example()
 
     def show_example(self) -> bool:
-        """Show the shipped example (:data:`EXAMPLE`) with its choices in the controls;
-        False (the map stays empty) when it cannot be read."""
+        """Show the shipped example (:data:`~app.sweeps.example.EXAMPLE`) with its choices
+        in the controls; False (the map stays empty) when it cannot be read."""
         ex = read_example()
         if ex is None:
             return False
@@ -261,22 +133,10 @@ class SweepTab(pn.viewable.Viewer):
     # -- choices --------------------------------------------------------------------
     @param.depends("model", watch=True, on_init=True)
     def _model_changed(self):
-        names = sweepable(self.model)
-        part = models.get(self.model).part
-        metrics = [m for m, spec in METRICS.items() if spec.part in (0, part)]
+        names, metrics = sweepable(self.model), model_metrics(self.model)
         self.param.x.objects, self.param.y.objects = names, names
         self.param.metric.objects = metrics
-        update = {}
-        if self.x not in names:
-            update["x"] = names[0]
-        if self.y not in names or (update.get("x", self.x) == self.y and len(names) > 1):
-            update["y"] = next(n for n in names if n != update.get("x", self.x))
-        if self.metric not in metrics:
-            update["metric"] = metrics[0]
-        for axis in ("x", "y"):
-            name = update.get(axis)
-            if name is not None:
-                update[f"{axis}_start"], update[f"{axis}_end"] = default_range(name)
+        update = kept_choices(names, metrics, self.x, self.y, self.metric)
         if update:
             self.param.update(**update)
 
@@ -326,38 +186,30 @@ class SweepTab(pn.viewable.Viewer):
         self._thread = threading.Thread(target=self._work, daemon=True)
         self._thread.start()
         if wait:
-            self._thread.join()
+            self.wait()
         return True
 
     @property
     def running(self) -> bool:
+        """A sweep is running (its thread has not ended)."""
         return self._thread is not None and self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the running sweep to end (at most ``timeout`` seconds); True when no
+        sweep is running."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
 
     def cancel(self) -> None:
         """Cancel the running sweep (its finished cells stay): its pending tasks are
         cancelled and the workers running one of its batches restarted (in a thread:
         :attr:`restarting`), so that no core stays busy with a cancelled sweep."""
-        run = self.run
-        if run is None:
+        if self.run is None:
             return
-        tasks = run.tasks  # its tasks on the cluster, while they run
-        client, keys = (tasks.client, tasks.keys) if tasks is not None else (None, set())
-        busy = []
-        if client is not None and keys:
-            try:
-                busy = [w for w, tasks in client.processing().items() if keys & set(tasks)]
-            except Exception:  # the cluster may be closing already
-                busy = []
-        run.cancel()
-        if busy:
-            def restart():
-                try:
-                    client.restart_workers(busy, raise_for_error=False)
-                except Exception:  # a worker gone already, a closing cluster
-                    pass
-
-            self.restarting = threading.Thread(target=restart, daemon=True)
-            self.restarting.start()
+        restarting = cancel_sweep(self.run)
+        if restarting is not None:
+            self.restarting = restarting
 
     def _work(self) -> None:
         run = self.run
@@ -407,29 +259,23 @@ class SweepTab(pn.viewable.Viewer):
     def _new_plots(self) -> None:
         """Fresh streams and maps for the axes of a new sweep (the settings on the axes,
         their spacing and the metric are fixed for the life of a map)."""
-        self.pipe = hv.streams.Pipe(data=self._empty())
+        self.pipe = hv.streams.Pipe(data=blank_data(*self._axis_specs()))
         self.theory_pipe = hv.streams.Pipe(data=None)
-        self.map = hv.DynamicMap(self._quadmesh, streams=[self.pipe])
+        self.map = hv.DynamicMap(self._metric_map, streams=[self.pipe])
         self.tap = hv.streams.Tap(source=self.map, x=None, y=None)
-        self.tap.add_subscriber(self._on_tap)
+        self.tap.add_subscriber(self.load_cell)
         self.theory = hv.DynamicMap(self._theory_overlay, streams=[self.theory_pipe])
         self.second = hv.DynamicMap(self._second_map, streams=[self.pipe])
         self.map_pane.object = self.map * self.theory
         self.second_pane.object = self.second
 
-    def _empty(self) -> dict:
-        xs, ys = self.axes
-        x = cell_edges(xs, self.x_log) if xs else np.array([1.0, 2.0])
-        y = cell_edges(ys, self.y_log) if ys else np.array([1.0, 2.0])
-        blank = np.full((len(y) - 1, len(x) - 1), np.nan)
-        return {"x": x, "y": y, "z": blank, "second": blank}
+    def _axis_specs(self) -> tuple[tuple, tuple]:
+        """The axes as :mod:`app.sweeps.maps` takes them: ``(name, values, log)``."""
+        return (self.x, self.axes[0], self.x_log), (self.y, self.axes[1], self.y_log)
 
     def _push(self) -> None:
-        xs, ys = self.axes
-        z = self.values.get(self.metric_shown, np.full((len(ys), len(xs)), np.nan))
-        second = self.values.get("first_order_blowup_time")
-        self.pipe.send({"x": cell_edges(xs, self.x_log), "y": cell_edges(ys, self.y_log),
-                        "z": z.copy(), "second": None if second is None else second.copy()})
+        self.pipe.send(map_data(*self._axis_specs(), self.values.get(self.metric_shown),
+                                self.values.get("first_order_blowup_time")))
         self.theory_pipe.send(self._theory_data())
 
     @property
@@ -438,60 +284,36 @@ class SweepTab(pn.viewable.Viewer):
             return self.run.metrics[0]
         return next(iter(self.values), self.metric)
 
-    def _quadmesh(self, data):
+    def _metric_map(self, data):
         label = self.metric_shown
-        z, blank = shown_values(data["z"])
-        mesh = hv.QuadMesh((data["x"], data["y"], z), kdims=[self._dim("x"), self._dim("y")],
-                           vdims=[hv.Dimension(label, label=label)])
-        return mesh.opts(framewise=True, fill_alpha=0.0 if blank else 1.0, tools=["hover", "tap"],
-                         colorbar=True, cmap="viridis", logx=self.x_log, logy=self.y_log,
-                         width=520, height=440,
-                         title=f"{label} (click a cell to load it into the live view)",
-                         clipping_colors={"NaN": "#dddddd"}, clim=colour_limits(data["z"]))
+        return cell_map(data["x"], data["y"], data["z"], *self._axis_specs(),
+                        hv.Dimension(label, label=label),
+                        f"{label} (click a cell to load it into the live view)",
+                        ["hover", "tap"], colour_limits(data["z"]))
 
     def _second_map(self, data):
         x, y = data["x"], data["y"]
         z = data.get("second")
         if z is None:
             z = np.full((len(y) - 1, len(x) - 1), np.nan)
-        z, blank = shown_values(z)
-        mesh = hv.QuadMesh((x, y, z), kdims=[self._dim("x"), self._dim("y")],
-                           vdims=["first_order_blowup_time"])
-        return mesh.opts(framewise=True, fill_alpha=0.0 if blank else 1.0, tools=["hover"],
-                         colorbar=True,
-                         cmap="viridis", logx=self.x_log, logy=self.y_log, width=520, height=440,
-                         title="first-order T_max = min 1/(2 a v s0) (theory)",
-                         clipping_colors={"NaN": "#dddddd"}, clim=colour_limits(z))
-
-    def _dim(self, axis: str) -> hv.Dimension:
-        name = getattr(self, axis)
-        return hv.Dimension(name, label=Settings.param[name].label or name)
+        # (the colour range of the values drawn: −0.5 … 0.5 while blank)
+        return cell_map(x, y, z, *self._axis_specs(), "first_order_blowup_time",
+                        "first-order T_max = min 1/(2 a v s0) (theory)", ["hover"],
+                        colour_limits(shown_values(z)[0]))
 
     def _theory_data(self):
         """The two-source lag amplitude on a fine grid of the axes, or None."""
         if not (self.base is not None and self.metric_shown == "lag_amplitude"
-                and reads_path(self.model) and self.base["path"] == "oscillation"
-                and {self.x, self.y} <= set(LAG_SETTINGS)):
+                and reads_path(self.model)):
             return None
-        xs, ys = self.axes
-        fx = (np.geomspace if self.x_log else np.linspace)(xs[0], xs[-1], THEORY_CELLS)
-        fy = (np.geomspace if self.y_log else np.linspace)(ys[0], ys[-1], THEORY_CELLS)
-        X, Y = np.meshgrid(fx, fy)
-        values = {k: self.base[k] for k in LAG_SETTINGS}
-        values[self.x], values[self.y] = X, Y
-        return {"x": fx, "y": fy, "z": two_source_lag_amplitude(
-            values["beta"], values["gamma"], values["omega"], values["amplitude"])}
+        return lag_theory(self.base, *self._axis_specs())
 
     def _theory_overlay(self, data):
-        if data is None or "z" not in data or np.all(np.isnan(data["z"])):
-            return hv.Contours([], kdims=[self._dim("x"), self._dim("y")])
-        mesh = hv.QuadMesh((data["x"], data["y"], data["z"]),
-                           kdims=[self._dim("x"), self._dim("y")], vdims=["theory"])
-        return hv.operation.contours(mesh, levels=6).opts(
-            color="white", line_dash="dashed", show_legend=False)
+        return theory_contours(data, *self._axis_specs())
 
-    def _on_tap(self, x=None, y=None):
-        """A click at ``(x, y)``: load the nearest grid point into the live view."""
+    def load_cell(self, x: float | None = None, y: float | None = None) -> None:
+        """A click at ``(x, y)`` on the map (the ``Tap`` stream's subscriber; None before
+        any click): load the nearest grid point into the live view (``on_point``)."""
         if x is None or y is None or self.base is None or self.on_point is None:
             return
         point = self.point_at(x, y)
@@ -503,9 +325,8 @@ class SweepTab(pn.viewable.Viewer):
         xs, ys = self.axes
         if not xs:
             return None
-        ex, ey = cell_edges(xs, self.x_log), cell_edges(ys, self.y_log)
-        i, j = np.searchsorted(ex, x) - 1, np.searchsorted(ey, y) - 1
-        if not (0 <= i < len(xs) and 0 <= j < len(ys)):
+        i, j = cell_at(xs, self.x_log, x), cell_at(ys, self.y_log, y)
+        if i is None or j is None:
             return None
         point = {"model": self.model, self.x: xs[i], self.y: ys[j]}
         if reads_path(self.model):
@@ -530,5 +351,5 @@ class SweepTab(pn.viewable.Viewer):
         return self._layout
 
 
-__all__ = ["SweepTab", "axis_values", "cell_edges", "default_range", "read_example",
-           "shared_client", "sweepable", "write_example"]
+__all__ = ["EXAMPLE_CHOICES", "SweepTab", "axis_values", "cell_edges", "default_range",
+           "example_grid", "read_example", "shared_client", "sweepable", "write_example"]
