@@ -1,4 +1,5 @@
-"""Accuracy on request: steps whose size an error estimate controls (``simulate(rtol=...)``).
+"""Accuracy on request: steps whose size an error estimate controls (``simulate(rtol=...)``,
+:func:`~dynamics.trajectory.simulate_adaptive` chooses the stepper).
 
 A canonical run whose relaxation is not stiff (``λ = γ/β`` at most
 :data:`~dynamics.explicit.EXPLICIT_RATE`) is stepped by DOP853 on the whole system
@@ -45,8 +46,6 @@ from dataclasses import replace
 import numpy as np
 
 from . import energy as en
-from .explicit import ExplicitStepper, explicit_states, explicit_suits
-from .exprk import ExponentialStepper, exponential_suits
 from .logits import centre_rows
 from .models.part_one import score_rate
 from .steppers.base import Stepper, TooStiff
@@ -263,95 +262,4 @@ def _at(state, t):
     return state if state.t == t else replace(state, t=t)
 
 
-
-
-def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: float | None,
-                      diagnostics: bool = True):
-    """:func:`~dynamics.trajectory.simulate` with ``rtol`` (see the module docstring):
-    a frame every ``every`` kept steps, the first at ``t = 0`` and the last at ``t_end``.
-    ``diagnostics=False``: the states only (the non-stiff canonical branch then skips
-    the diagnostics' work, :func:`~dynamics.explicit.explicit_states`)."""
-    from .simulation import Simulation
-    from .trajectory import Trajectory
-
-    rtol = _tolerance("rtol", rtol)
-    atol = 1e-2 * rtol if atol is None else _tolerance("atol", atol)
-    if not diagnostics:
-        traj = _states_only(settings, t_end, every, rtol, atol)
-        if traj is not None:
-            return traj
-    sim = Simulation(settings)
-    if sim.logit_noise > 0.0:
-        raise ValueError("rtol needs a deterministic run: logit_noise must be 0 with rtol "
-                         f"(got {sim.logit_noise:g}); use dt")
-    if explicit_suits(sim.problem) is None:  # non-stiff canonical
-        stepper = ExplicitStepper(sim.problem, rtol=rtol, atol=atol, t_end=t_end,
-                                  norm_limit=settings.norm_limit)
-    elif exponential_suits(sim.problem) is None:  # stiff canonical
-        stepper = ExponentialStepper(sim.problem, rtol=rtol, atol=atol, t_end=t_end,
-                                     norm_limit=settings.norm_limit)
-    else:
-        stepper = AdaptiveStepper(sim.problem, type(sim.stepper), rtol=rtol, atol=atol,
-                                  t_end=t_end, h0=min(settings.dt, t_end))
-    sim.use_stepper(stepper, dt=t_end)  # the largest step: the controller decides
-    frames = [sim.frame()]
-    while sim.t < t_end and sim.status == "running":
-        stepper.hold = True
-        for _ in range(int(every)):
-            sim.advance(1)
-            if sim.t >= t_end or sim.status != "running":
-                break
-        stepper.hold = False
-        sim.advance(0)  # the deferred diagnostics of the state reported
-        frames.append(sim.frame())
-    traj = Trajectory.from_frames(settings, frames, sim)
-    if not diagnostics:
-        traj.diagnostics = {"t": traj.times}
-    if isinstance(stepper, ExplicitStepper):  # DOP853 or the exponential method
-        traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,
-                      "method": stepper.method, "nfev": stepper.nfev}
-    else:
-        doubled = stepper.accepted - stepper.composed
-        traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,
-                      "method": " and ".join(name for name, n in (
-                          ("composition", stepper.composed), ("step doubling", doubled))
-                          if n) or "none"}
-    return traj
-
-
-def _states_only(settings, t_end, every, rtol, atol):
-    """The states of a non-stiff canonical run without the engine (its problem and initial
-    state built as :class:`~dynamics.Simulation` builds them), or None for any other run
-    or one that stops early (the full run then says where and why)."""
-    from . import models
-    from .trajectory import Trajectory
-
-    values = settings.values()
-    spec = models.get(values["model"])
-    if spec.name != "canonical" or values["logit_noise"] > 0.0:
-        return None
-    problem, state = spec.build(values, {})
-    if explicit_suits(problem) is not None:
-        return None
-    states = explicit_states(problem, state, t_end, every, rtol, atol, values["norm_limit"])
-    if states is None:
-        return None
-    times, X, P, A, steps = states
-    traj = Trajectory(settings=values, times=np.array(times), features=np.stack(X),
-                      momenta=np.stack(P), attention=np.stack(A),
-                      diagnostics={"t": np.array(times)})
-    traj.steps = steps
-    return traj
-
-
-def _tolerance(name, value) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-    if not (math.isfinite(value) and 1e-14 <= value <= 1.0):
-        raise ValueError(f"{name} must be in [1e-14, 1], got {value!r}")
-    return value
-
-
-__all__ = ["AdaptiveStepper", "Composition", "simulate_adaptive"]
+__all__ = ["AdaptiveStepper", "Composition"]

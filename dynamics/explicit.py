@@ -14,14 +14,9 @@ with ``A = rowsoftmax(Z)``: the dissipated energy is integrated with the state, 
 :func:`canonical_field` is the fused field; the readable one is
 ``canonical.coupled_reference``, and the tests compare the two.
 
-The tracking bound ``dB/dt = −λB + β osc(dS/dt)`` is not in the system: ``osc`` (a max
-minus a min) has kinks wherever a row's extreme entry changes, which the error estimate
-sees as large errors (in the system it made DOP853 reject about one step in two and
-evaluate the field 2.4 times as often at rtol 1e-3). Each step instead updates it by
-quadrature, :func:`bound_steps`: ``X`` on the step is the quintic Hermite interpolant of
-``X, Ẋ = P/m, Ẍ = Ṗ/m`` at both ends (the solver's field at the step's end is at hand,
-first same as last), ``dS/dt`` at :data:`BOUND_NODES` + 1 points from it, and Simpson's
-rule of ``e^{−λ(h−s)} β osc(dS/dt)``.
+The tracking bound ``dB/dt = −λB + β osc(dS/dt)`` is not in the system (its kinks made
+DOP853 reject one step in two): each step updates it by quadrature
+(:func:`~dynamics.tracking_bound.bound_steps`).
 
 Why a threshold on ``λ``: DOP853's stability interval on the negative real axis ends
 near ``−6``, so once ``λh`` would exceed that the relaxation, not the accuracy, limits its
@@ -55,20 +50,10 @@ from .logits import centre_rows
 from .models.canonical import CanonicalProblem
 from .state import State
 from .steppers.base import Stepper
+from .tracking_bound import bound_steps
 
 #: Largest ``λ = γ/β`` whose canonical runs ``simulate(rtol)`` steps with DOP853.
 EXPLICIT_RATE = 64.0
-#: Simpson intervals of the tracking bound's quadrature per step (even).
-BOUND_NODES = 32
-#: Quintic Hermite basis on [0, 1], monomial coefficients (rows: powers 0…5) of the
-#: weights of p(0), p'(0), p''(0), p(1), p'(1), p''(1).
-_HERMITE = np.array([
-    [1, 0, 0, 0, 0, 0],
-    [0, 1, 0, 0, 0, 0],
-    [0, 0, 0.5, 0, 0, 0],
-    [-10, -6, -1.5, 10, -4, 0.5],
-    [15, 8, 1.5, -15, 7, -1],
-    [-6, -3, -0.5, 6, -3, 0.5]])
 #: Most steps whose diagnostics wait while the caller reports no state.
 HELD = 64
 #: Bisections locating where ‖X‖ crosses the norm limit inside a step.
@@ -129,65 +114,6 @@ def canonical_field(prob: CanonicalProblem, n_tokens: int, dim: int):
         return out
 
     return field
-
-
-def _hermite_tables(m: int):
-    """Values and τ-derivatives of the quintic Hermite basis at ``τ = k/m``, shapes
-    (m + 1, 6), and Simpson's weights on those nodes (summing to 1)."""
-    tau = np.linspace(0.0, 1.0, m + 1)
-    powers = tau[:, None] ** np.arange(6)
-    d_powers = np.zeros_like(powers)
-    d_powers[:, 1:] = powers[:, :-1] * np.arange(1, 6)
-    simpson = np.ones(m + 1)
-    simpson[1:-1:2], simpson[2:-1:2] = 4.0, 2.0
-    return powers @ _HERMITE, d_powers @ _HERMITE, tau, simpson / (3.0 * m)
-
-
-_TABLES = _hermite_tables(BOUND_NODES)
-
-
-def bound_steps(prob, B0, hs, ends0, ends1, smooth=math.inf):
-    """The tracking bound after ``k`` consecutive steps of sizes ``hs`` (shape (k,)):
-    ``B_j = e^{−λh_j} B_{j−1} + β ∫₀^{h_j} e^{−λ(h_j−s)} osc(dS/dt(s)) ds``, with ``X(s)``
-    on each step the quintic Hermite interpolant of ``X, V = Ẋ, acc = Ẍ`` at its ends
-    (``ends0``, ``ends1``: arrays of shape (k, 3, N, d) holding ``X, V, acc`` at the start
-    and end of each step) and ``dS/dt = V M Xᵀ + X M Vᵀ``, by Simpson's rule on
-    :data:`BOUND_NODES` intervals, all steps in one batch. Steps with ``λh > smooth`` (the
-    exponential branch's: Simpson's rule cannot follow the kernel's spike of width
-    ``1/λ``) integrate ``e^{−λ(h−s)}`` exactly against the piecewise-linear interpolant of
-    ``osc`` on the same nodes (the exponential trapezoid rule). ``B0`` shape (N,); returns
-    ``B_k``, shape (N,)."""
-    values, slopes, tau, weights = _TABLES
-    k, _, N, d = ends0.shape
-    scale = np.stack((np.ones(k), hs, hs * hs), axis=1)[:, :, None, None]  # 1, h, h²
-    data = np.concatenate((ends0 * scale, ends1 * scale), axis=1).reshape(k, 6, N * d)
-    XV = (np.concatenate((values, slopes)) @ data).reshape(k, 2, -1, N, d)
-    Xs, Vs = XV[:, 0], XV[:, 1] / hs[:, None, None, None]
-    S_dot = (Vs @ prob.M) @ Xs.swapaxes(-1, -2)
-    S_dot += (Xs @ prob.M) @ Vs.swapaxes(-1, -2)
-    osc = S_dot.max(axis=-1) - S_dot.min(axis=-1)  # (k, m + 1, N)
-    lam = prob.relaxation_rate
-    decay = np.exp(-lam * hs[:, None] * (1.0 - tau))
-    w = (prob.beta * hs)[:, None] * weights * decay
-    spiky = lam * hs > smooth
-    if np.any(spiky):  # the kernel a spike at the step's end: its exact integral against
-        # the piecewise-linear interpolant of osc (exponential trapezoid rule, per interval
-        # of width δ: weights δ(φ₁(x) − χ), δχ, χ = ψ(x)/x, x = λδ)
-        delta = hs[spiky] / (len(tau) - 1)
-        x = lam * delta
-        em1 = np.expm1(-x)
-        chi = (1.0 + em1 / x) / x
-        w0, w1 = delta * (-em1 / x - chi), delta * chi
-        e = decay[spiky, 1:]
-        ws = np.zeros((len(delta), len(tau)))
-        ws[:, :-1] += w0[:, None] * e
-        ws[:, 1:] += w1[:, None] * e
-        w[spiky] = prob.beta * ws
-    g = np.einsum("km,kmn->kn", w, osc)
-    B = B0
-    for decay, g_j in zip(np.exp(-lam * hs), g, strict=True):
-        B = decay * B + g_j
-    return B
 
 
 def first_step(field, t0, y0, span, rtol, atol, order=DOP853.error_estimator_order):
@@ -265,7 +191,9 @@ class ExplicitStepper(Stepper):
     def start(self, state):
         return ExplicitCarry(-1, state.B)
 
-    def _restart(self, st):
+    def start_solver(self, st):
+        """Start the solver afresh from the state ``st`` (the fused field of its shape built
+        on the first call), and return it."""
         N, d = st.X.shape
         if self._field is None:
             self._field, self._nx = canonical_field(self.problem, N, d), N * d
@@ -275,6 +203,7 @@ class ExplicitStepper(Stepper):
                        order=self.estimator_order)
         self._nfev_done += 2
         self._solver = self._new_solver(st.t, y0, h)
+        return self._solver
 
     def _retire(self):
         """Adds the current solver's field evaluations and attempted steps to the run's
@@ -304,8 +233,7 @@ class ExplicitStepper(Stepper):
         solver = self._solver
         if (solver is None or carry is None or carry.step != self._count
                 or solver.t != st.t):
-            self._restart(st)
-            solver = self._solver
+            solver = self.start_solver(st)
             carry = ExplicitCarry(self._count, st.B)
         t0, y0, f0 = solver.t, solver.y, solver.f
         message = solver.step()
@@ -400,8 +328,7 @@ def explicit_states(problem, st: State, t_end: float, every: int, rtol: float, a
     """
     N, d = st.X.shape
     stepper = ExplicitStepper(problem, rtol=rtol, atol=atol, t_end=t_end)
-    stepper._restart(st)
-    solver, nx, nz = stepper._solver, N * d, N * N
+    solver, nx, nz = stepper.start_solver(st), N * d, N * N
     limit = norm_limit
     times, X, P, A = [st.t], [st.X], [st.P], [st.A]
     steps = 0

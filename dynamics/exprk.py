@@ -40,7 +40,7 @@ with a fourth-order estimate). (2) The relaxation layer: off its slow manifold
 weights of the stages, whose layers are ``ℓ, e^{−λh/2}ℓ, e^{−λh}ℓ`` — the estimate (1)
 does not see the first stage's, and at ``λh ≫ 1`` that error is ``≈ h/6 · ∂Ṗ/∂Z·ℓ``. Its
 first-order term ``h κ(−λh) ∂Ṗ/∂Z·ℓ``, ``κ(z) = 1/6 + e^z/6 + (2/3)e^{z/2} − φ₁(z)``, is
-added to the estimate (:meth:`ExponentialStepper._layer_error`, no field evaluation).
+added to the estimate (:meth:`ExponentialStepper.layer_error`, no field evaluation).
 Without it the benchmark run's error stalled near 2e-6 whatever rtol; with it the error
 follows rtol (rtol 1e-6: 5.8e-7, 1e-7: 4.6e-8). From an O(1) layer (random ``A(0)``) the
 runs are still 20–50 times less accurate than rtol (the layer's higher-order terms).
@@ -137,7 +137,8 @@ class ExpRK4:
     """The exponential Runge–Kutta pair of the module docstring on ``ẏ = f(y)`` with
     ``L = −lam`` on the components where ``stiff`` is True; the interface of scipy's
     ``OdeSolver`` that :class:`~dynamics.explicit.ExplicitStepper` uses (``t``, ``y``,
-    ``f``, ``step()``, ``status``, ``nfev``, ``dense_output()``)."""
+    ``f``, ``step()``, ``status``, ``nfev``, ``dense_output()``); :meth:`attempt` and
+    :meth:`inner` show the inside of one step."""
 
     def __init__(self, field, t0, y0, t_bound, *, rtol, atol, first_step, lam, stiff,
                  measured=None, shift=None, shift_rate=None, layer=None):
@@ -168,13 +169,13 @@ class ExpRK4:
             self._cache = (h, table)
         return self._cache[1]
 
-    def _attempt(self, t0, y0, f0, h):
+    def attempt(self, t0, y0, f0, h):
         """``(y₁, y₁ − ŷ₁)`` of one step ``h`` from ``(t0, y0)`` with ``f0 = f(y0)``."""
         (E2, E1, a21, a31, a32, a41, a42, a51, a52, a54, b1, b4, b5, e) = \
             self._coefficients(h)
         field = self._inner_field
         L = self._L
-        u0, g0 = self._inner(y0, f0)
+        u0, g0 = self.inner(y0, f0)
         G1 = g0 - L * u0
         Ey = E2 * u0
         U2 = Ey + h * a21 * G1
@@ -193,7 +194,7 @@ class ExpRK4:
             diff += self._layer(y0, g0, h)
         return y1, diff
 
-    def _inner(self, y, f):
+    def inner(self, y, f):
         """``(u, g)``: the state with the logits' shift ``σ(y)`` taken away, and its rate."""
         if self._shift is None:
             return y, f
@@ -237,7 +238,7 @@ class ExpRK4:
                 h = self.t_bound - t0
             with np.errstate(over="raise", invalid="raise"):
                 try:
-                    y1, diff = self._attempt(t0, y0, f0, h)
+                    y1, diff = self.attempt(t0, y0, f0, h)
                     err = self._error(y0, y1, diff)
                 except FloatingPointError:
                     err = math.inf
@@ -272,7 +273,7 @@ class ExpRK4:
         t0, y0, f0 = self._last
 
         def at(t):
-            return y0 if t == t0 else self._attempt(t0, y0, f0, t - t0)[0]
+            return y0 if t == t0 else self.attempt(t0, y0, f0, t - t0)[0]
 
         return at
 
@@ -306,10 +307,10 @@ class ExponentialStepper(ExplicitStepper):
         return ExpRK4(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
                       first_step=h, lam=self.problem.relaxation_rate, stiff=stiff,
                       measured=slice(0, y0.size - 1),
-                      shift=self._scores, shift_rate=self._score_rate,
-                      layer=self._layer_error)
+                      shift=self.scores, shift_rate=self.score_rate,
+                      layer=self.layer_error)
 
-    def _layer_error(self, y, g, h):
+    def layer_error(self, y, g, h):
         """The local error of a step ``h`` from ``y`` (inner rate ``g``) caused by the
         relaxation layer ``ℓ = W − W* = −g_W/λ``: the momenta's quadrature of ``e^{−λs}ℓ``,
         ``h κ(−λh) ∂Ṗ/∂Z·ℓ`` with ``κ(z) = 1/6 + e^z/6 + (2/3)e^{z/2} − φ₁(z)`` (Simpson's
@@ -334,14 +335,14 @@ class ExponentialStepper(ExplicitStepper):
         out[nx:2 * nx] = (h * kappa) * dF.ravel()
         return out
 
-    def _scores(self, y):
+    def scores(self, y):
         """``βS(X)``, flat, of a solver state (the logits' slow part)."""
         nx, prob = self._nx, self.problem
         n = prob.M.shape[0]
         X = y[:nx].reshape(-1, n)
         return prob.beta * ((X @ prob.M) @ X.T).ravel()
 
-    def _score_rate(self, y, f):
+    def score_rate(self, y, f):
         """``β dS/dt`` with ``dX/dt = f_X``, flat."""
         nx, prob = self._nx, self.problem
         n = prob.M.shape[0]

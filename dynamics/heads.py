@@ -251,24 +251,3 @@ def sentences(path=None) -> tuple:
 def layers(path=None) -> tuple:
     """The layers of a heads file (default: the shipped one)."""
     return tuple(int(v) for v in load(None if path is None else str(path))["layers"])
-
-
-def chosen(values: dict, head=None) -> Heads:
-    """The real heads the settings ``values`` choose: ``weights="minilm"`` the shipped
-    file's (``sentence``, ``layer``), ``weights="checkpoint"`` the checkpoint's on
-    ``text`` (:mod:`dynamics.bert`); ``head`` (default the setting ``head``) one head's
-    index or ``"all"``. ``ValueError`` names what does not exist."""
-    head = values["head"] if head is None else head
-    weights = values.get("weights", "seed")
-    if weights == "minilm":
-        return heads_of(values["sentence"], values["layer"], head)
-    if weights == "checkpoint":
-        from . import bert  # (reads safetensors and tokenizers when a checkpoint is used)
-
-        try:
-            checkpoint = bert.open_checkpoint(values.get("checkpoint") or None)
-        except bert.CheckpointError as err:
-            raise bert.CheckpointError(f"weights must be 'seed' or 'minilm' without a "
-                                       f"usable checkpoint: {err}") from None
-        return checkpoint.heads(values["text"], values["layer"], head)
-    raise ValueError(f"weights={weights!r} has no real heads")

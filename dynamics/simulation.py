@@ -3,14 +3,10 @@
 :class:`Simulation` builds a model's problem and initial state from the settings (the
 model's :class:`~dynamics.models.registry.ModelSpec`), advances it with the model's
 stepper (the contract of :mod:`dynamics.steppers.base`), stops a run that diverges with
-one message format, and reports :class:`~dynamics.frame.Frame` objects.
+one message format (:mod:`dynamics.divergence`), and reports :class:`~dynamics.frame.Frame` objects.
 
-It is the one place that decides what a setting change does (:meth:`Simulation.sync`):
-a setting the model does not read does nothing; ``dt`` and ``norm_limit`` apply from the
-next step; a setting that enters the model's energy (β, m, κ, k) continues from the
-current state and does *protocol work* ``E_new(state) − E_old(state)``, added to
-``work`` so that the energy balance keeps its origin ``E(0)``; γ and the damping change
-the dynamics without work; every other setting restarts the run.
+It is the one place that applies a setting change (:meth:`Simulation.sync`; what each
+does, protocol work included, is written in :mod:`dynamics.protocol`).
 
 It also adds the noise of stochastic logits (``logit_noise`` σ > 0, Theory page:
 stochastic logits) after each step of the scheme, for the models that read it: the logits
@@ -23,48 +19,21 @@ increments of step ``n`` depend on ``(seed, replica, n)`` only.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from . import energy as en
 from . import models as registry
+from . import protocol
+from .divergence import check_step, divergence_message, feature_norm, is_finite
 from .frame import DIVERGED, FAILED, RUNNING, Frame
-from .models.part_one import UnusedArrays, confinement_notice
+from .given import build_with, check_initial_arrays
 from .noise import NoiseClock, noise_scale, perturb_logits, softmax_with_log
+from .protocol import Change, model_energy
 from .settings import Settings
-from .state import State, check_initial_arrays
+from .state import State
 from .steppers.base import DeferredOverflow, TooStiff
-
-#: Settings that change a run without any effect on its dynamics or energy.
-_LOOSE = ("dt", "norm_limit")
-
-
-@dataclass(frozen=True)
-class Change:
-    """A setting change applied mid-run.
-
-    Attributes
-    ----------
-    t : float
-        When it took effect.
-    values : dict of str to tuple
-        ``{name: (old, new)}``.
-    work : float
-        Protocol work ``E_new(state) − E_old(state)`` (0 where no energy changed).
-    """
-
-    t: float
-    values: dict
-    work: float
-
-
-#: Settings whose change moves the relaxation's target or rate: a run continued after
-#: one starts from logits that may lie far from it (a quench, graded as a start); after
-#: any other change the logits stay where the run had them (a graded step took 32
-#: sub-steps at every nudge of the confinement when the lag stayed above 0.5).
-TARGET_SETTINGS = frozenset({"beta", "gamma", "kappa"})
 
 
 class Simulation:
@@ -159,7 +128,7 @@ class Simulation:
     def energy(self) -> float:
         """The model's energy ``E`` of the current state (``F``, ``H``, ``H_r``, ``Φ``; 0
         for models without one)."""
-        return self._energy(self._problem, self._state)
+        return model_energy(self.spec, self._problem, self._state)
 
     def reset(self) -> Frame:
         """Restart from the initial state of the current settings."""
@@ -185,29 +154,22 @@ class Simulation:
         if s.changes == self._seen:
             return None
         values = s.values()
-        if values["model"] != self.spec.name or any(
-                values[k] != self._values[k] for k in self.spec.restart_settings()):
+        if protocol.restarts(self.spec, self._values, values):
             self._restart()  # (a build that fails leaves the run and _seen as they were)
             return "restart"
         self._seen = s.changes
         self._dt, self._norm_limit = values["dt"], values["norm_limit"]
-        changed = {k: (self._values[k], values[k]) for k in self.spec.reads()
-                   if k not in _LOOSE and values[k] != self._values[k]}
+        changed = protocol.changed_settings(self.spec, self._values, values)
         self._values = values
         self._sigma = self._noise_of(values)
         if not changed:
             return None
-        st = self._state
-        before = self._energy(self._problem, st)
-        self._problem, st = self.spec.reproblem(self._problem, st, values)
-        work = self._energy(self._problem, st) - before  # 0 unless the energy changed
-        if work != 0.0:
-            st = replace(st, work=st.work + work)
-        self._state = st
-        self._changes.append(Change(t=st.t, values=changed, work=work))
+        self._problem, self._state, change = protocol.continue_run(
+            self.spec, self._problem, self._state, values, changed)
+        self._changes.append(change)
         self._stepper = self.spec.stepper(self._problem)
-        self._carry = self._stepper.start(st)
-        if not changed.keys() & TARGET_SETTINGS:  # no distant start (stepper rule 9)
+        self._carry = self._stepper.start(self._state)
+        if not protocol.distant_start(changed):  # (stepper rule 9)
             self._carry = self._stepper.continued(self._carry)
         return "continue"
 
@@ -253,24 +215,13 @@ class Simulation:
     # -- the loop -------------------------------------------------------
     def _restart(self, first: bool = False, values: dict | None = None) -> None:
         """Build the run of the current settings (``values``: their values, if read
-        already); nothing changes if the build fails (its ``ValueError`` says why, and
-        the next call tries again). Arrays given for the first run that a later model has
-        no use for (momenta of a first-order flow) are left out of its run and serve the
-        models that use them; the first run refuses them."""
+        already) with the arrays given (:func:`~dynamics.given.build_with`); nothing
+        changes if the build fails (its ``ValueError`` says why, and the next call tries
+        again)."""
         s = self.settings
         seen, values = s.changes, s.values() if values is None else values
         spec = registry.get(values["model"])
-        try:  # user-given initial arrays serve every restart whose shapes they fit
-            given = check_initial_arrays(values, **self._given)
-        except ValueError:
-            given = {}
-        try:
-            problem, state = spec.build(values, given)
-        except UnusedArrays as unused:
-            if first:
-                raise
-            problem, state = spec.build(
-                values, {k: v for k, v in given.items() if k not in unused.names})
+        problem, state = build_with(spec, values, self._given, first)
         stepper = spec.stepper(problem)
         self._seen, self._values, self.spec = seen, values, spec
         self._dt, self._norm_limit = values["dt"], values["norm_limit"]
@@ -281,7 +232,7 @@ class Simulation:
         self._carry = stepper.start(state)
         self._memo = None
         self._changes = []
-        self._energy0 = self._energy(problem, state)
+        self._energy0 = model_energy(spec, problem, state)
 
     def _noise_of(self, values) -> float:
         """σ for this model: 0 unless it reads ``logit_noise`` (it relaxes attention)."""
@@ -295,20 +246,11 @@ class Simulation:
         Z = perturb_logits(new.Z, scale, xi)
         A, log_a = softmax_with_log(Z)
         perturbed = replace(new, Z=Z, A=A)
-        jump = (self._energy(self._problem, perturbed, log_a)
-                - self._energy(self._problem, new, softmax_with_log(new.Z)[1]))
+        jump = (model_energy(self.spec, self._problem, perturbed, log_a)
+                - model_energy(self.spec, self._problem, new, softmax_with_log(new.Z)[1]))
         perturbed = replace(perturbed, work=new.work + jump,
                             noise_work=new.noise_work + jump)
         return self._stepper.perturbed(perturbed, carry, scale * en.oscillation(xi))
-
-    def _energy(self, problem, st, log_a=None) -> float:
-        """The model's energy ``E`` of a state (0 where it has none); ``log_a`` is
-        ``log A`` when known."""
-        if self.spec.energy is None:
-            return 0.0
-        if log_a is None and st.Z is not None:
-            log_a = en.log_rowsoftmax(st.Z)
-        return self.spec.energy(problem, st, log_a)
 
     def _advance_one(self) -> None:
         st, h, stepper = self._state, self._dt, self._stepper
@@ -318,12 +260,8 @@ class Simulation:
                 new = replace(new, noise_work=st.noise_work)
             if self._sigma > 0.0 and new.Z is not None:
                 new, carry = self._perturb(new, carry, new.t - st.t)
-            norm = math.sqrt(float(np.vdot(new.X, new.X)))
-            # a stepper that takes the dissipation rate at the new logits shows a
-            # non-finite logit in the dissipated energy: no need to sum Z
-            finite = (math.isfinite(norm) and math.isfinite(new.dissipated + new.work)
-                      and (getattr(stepper, "logits_in_dissipation", False) or new.Z is None
-                           or math.isfinite(float(en._sum_reduce(new.Z, None)))))
+            norm = feature_norm(new.X)
+            finite = is_finite(stepper, new, norm)
         except FloatingPointError as err:
             self._diverge(st.t + h, f"non-finite value ({err})")
             return
@@ -334,19 +272,14 @@ class Simulation:
         if not finite:
             self._diverge(new.t, "non-finite value")
             return
-        if self.spec.check is not None:
-            reason, accept, self._memo = self.spec.check(self._problem, st, new, self._memo,
-                                                         self._norm_limit)
-            if reason is not None:
-                if accept:
-                    self._state, self._carry = new, carry
-                self._diverge(new.t, reason)
-                return
-        if norm > self._norm_limit:
-            self._diverge(new.t, f"feature norm {norm:.3g} exceeds {self._norm_limit:g}")
-        else:
+        reason, accept, self._memo = check_step(self.spec, self._problem, st, new, self._memo,
+                                                norm, self._norm_limit)
+        if accept:
             self._state, self._carry = new, carry
+        if reason is None:
             self._clock = self._clock.tick()
+        else:
+            self._diverge(new.t, reason)
 
     def _finish(self) -> None:
         try:
@@ -357,11 +290,8 @@ class Simulation:
 
     def _diverge(self, t, why) -> None:
         self.status, self.diverged_at = DIVERGED, float(t)
-        # a confinement k below 2√N‖M‖₂ (of the run's own M), or None
-        hint = confinement_notice(self._values, M=getattr(self._problem, "M", None),
-                                  n_tokens=self._state.X.shape[0])
-        why = why if hint is None else f"{why}; {hint}"
-        self.message = f"diverged at t = {t:.4g}: {why}; the run stopped (Reset to start again)"
+        self.message = divergence_message(t, why, self._values, self._problem,
+                                          self._state.X.shape[0])
 
 
 __all__ = ["Change", "Simulation"]

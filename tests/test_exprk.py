@@ -92,7 +92,7 @@ def _relaxed(lam, t0=0.3, T=0.5):
     y0 = solve_ivp(rhs, (0, t0), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
     ref = solve_ivp(rhs, (0, T), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
     helper = ExponentialStepper(prob, rtol=1.0, atol=1.0, t_end=T)
-    helper._nx = 15
+    helper.start_solver(sim.state)  # (its system's shape: N d = 15 features)
     return prob, y0, ref, helper
 
 
@@ -110,7 +110,7 @@ def test_fixed_steps_have_order_four_at_any_lambda_h(lam, steps):
     for n in steps:
         h = T / n
         solver = ExpRK4(field, 0.0, y0, T, rtol=1e6, atol=1e6, first_step=h, lam=lam,
-                        stiff=stiff, shift=helper._scores, shift_rate=helper._score_rate)
+                        stiff=stiff, shift=helper.scores, shift_rate=helper.score_rate)
         while solver.status == "running":
             solver.h = h
             solver.step()
@@ -140,8 +140,8 @@ def test_the_logits_shift_matters_at_large_lambda_h():
     err = {}
     for shifted in (True, False):
         solver = ExpRK4(field, 0.0, y0, T, rtol=1e6, atol=1e6, first_step=T / n, lam=lam,
-                        stiff=stiff, shift=helper._scores if shifted else None,
-                        shift_rate=helper._score_rate)
+                        stiff=stiff, shift=helper.scores if shifted else None,
+                        shift_rate=helper.score_rate)
         while solver.status == "running":
             solver.h = T / n
             solver.step()
@@ -244,15 +244,15 @@ def test_layer_term_estimates_the_error_of_a_step_into_the_layer(lam):
     h = 20.0 / lam
     ref = solve_ivp(rhs, (0, h), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
     helper = ExponentialStepper(prob, rtol=1.0, atol=1.0, t_end=h)
-    helper._nx = 15
+    helper.start_solver(sim.state)  # (its system's shape: N d = 15 features)
     field = canonical_field(prob, 5, 3)
     stiff = np.zeros(y0.size, dtype=bool)
     stiff[30:55] = True
     solver = ExpRK4(field, 0.0, y0, h, rtol=1e6, atol=1e6, first_step=h, lam=lam,
-                    stiff=stiff, shift=helper._scores, shift_rate=helper._score_rate)
-    y1, diff = solver._attempt(0.0, y0, solver.f, h)
-    _, g0 = solver._inner(y0, solver.f)
-    layer = helper._layer_error(y0, g0, h)[15:30]
+                    stiff=stiff, shift=helper.scores, shift_rate=helper.score_rate)
+    y1, diff = solver.attempt(0.0, y0, solver.f, h)
+    _, g0 = solver.inner(y0, solver.f)
+    layer = helper.layer_error(y0, g0, h)[15:30]
     actual = (y1 - ref)[15:30]
     embedded = diff[15:30]  # (this solver has no layer term)
     size = np.linalg.norm(layer) / np.linalg.norm(actual)

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from tiny_bert import CONFIG, write_checkpoint  # (tests/: a tiny checkpoint written here)
 
-from dynamics import Settings, Simulation, bert, cli, heads, models
+from dynamics import Settings, Simulation, bert, cli, heads, models, real_heads
 
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
@@ -119,7 +119,7 @@ def test_softmax_at_beta_one_is_the_checkpoints_attention(tiny):
                 assert frame.tokens == tokens  # word pieces reach the frame (axis labels)
                 assert frame.features.shape == (len(tokens), CONFIG["hidden_size"] + 1)
                 worst = max(worst, float(np.abs(frame.softmax - truth[layer, head]).max()))
-                real = heads.chosen({"weights": "checkpoint", "checkpoint": str(folder),
+                real = real_heads.chosen({"weights": "checkpoint", "checkpoint": str(folder),
                                      "text": text, "layer": layer, "head": head})
                 np.testing.assert_allclose(real.attention[0], truth[layer, head], atol=1e-12)
     assert worst < 1e-10, worst

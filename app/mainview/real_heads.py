@@ -23,8 +23,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 from scipy.special import softmax
 
-from dynamics import Settings, Simulation
-from dynamics import heads as shipped_heads
+from dynamics import Settings, Simulation, real_heads
 from dynamics.cli import WEIGHT_ARRAYS
 
 from .head_choice import (
@@ -231,7 +230,7 @@ class RealHeads(pn.viewable.Viewer):
             self._model_key, self._model_beta, self._model_head = key, None, None
             if frame.tokens and values["weights"] != "seed":
                 try:
-                    real = shipped_heads.chosen(values)
+                    real = real_heads.chosen(values)
                 except ValueError:
                     real = None
                 if real is not None and real.tokens == tuple(frame.tokens):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import log_softmax, softmax
 
-from .. import heads as real_heads
+from .. import real_heads
 from ..energy import oscillation
 from ..initial import draw_initial_data
 from ..state import State

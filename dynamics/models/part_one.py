@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .. import energy as en
-from .. import heads
+from .. import real_heads
 from ..diagnostics import scores_of
 from ..initial import draw_initial_data
 from ..logits import centre_rows
@@ -210,10 +210,10 @@ def first_order_reference(velocity):
 def real_head(values):
     """``(X_in, M, W_V, tokens)`` of the real head the settings choose, at the readable
     scales of :mod:`dynamics.heads` (the shipped file's or a checkpoint's,
-    :func:`dynamics.heads.chosen`), or None (``weights="seed"``)."""
+    :func:`dynamics.real_heads.chosen`), or None (``weights="seed"``)."""
     if values.get("weights", "seed") == "seed":
         return None
-    real = heads.chosen(values)
+    real = real_heads.chosen(values)
     X, M, W_V = real.scaled()
     return X, M[0], W_V[0], real.tokens
 
@@ -309,7 +309,7 @@ def confinement_bound(source, n_tokens: int | None = None) -> float:
     else:
         values = source if isinstance(source, dict) else source.values()
         if values.get("weights", "seed") != "seed":
-            real = heads.chosen(values, "all" if values.get("heads") == "all" else None)
+            real = real_heads.chosen(values, "all" if values.get("heads") == "all" else None)
             M, N = real.scaled()[1], len(real.tokens)
         else:
             N = values["n_tokens"]

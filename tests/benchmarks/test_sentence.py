@@ -88,8 +88,7 @@ def checkpoint(tmp_path_factory):
 
 
 def _fresh():
-    bert._run.cache_clear()
-    bert._layer_heads.cache_clear()
+    bert.clear_caches()
 
 
 def one_layer(ckpt, layer=2):
