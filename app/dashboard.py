@@ -290,7 +290,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 self.projector_mode.apply(True)
         self._push_notebook()
         self._show_confinement()
-        self._update_status(force=True)
+        self.update_status(force=True)
         if self.pinned.runs:  # the ghosts on the new run's token axes, relabelled
             self.pinned.draw()
 
