@@ -223,8 +223,9 @@ def test_dashboards_share_no_mutable_state():
     assert dashboard_module.live_callbacks() == 0  # no server, no callback
 
 
-_OWNED = ("dashboard", "playback", "settings_io", "models", "explain", "theory", "katex",
-          "server", "urlstate", "presets", "controls", "export", "main")
+_OWNED = ("dashboard", "page", "serving.playback", "serving.session", "settings_io", "models",
+          "mainview.explain", "teaching.theory", "serving.katex", "serving.server",
+          "serving.urlstate", "presets", "mainview.controls", "mainview.export", "main")
 
 
 def test_no_module_level_mutable_state_in_app():
