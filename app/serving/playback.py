@@ -280,8 +280,8 @@ class Playback(Session):
         return (len(self._ticks) - 1) / max(self._ticks[-1] - self._ticks[0], 1e-9)
 
     def update_status(self, force: bool = False) -> None:
-        """Refresh the status line: at most every :data:`STATUS_EVERY` s while playing,
-        at once with ``force``."""
+        """Refresh the status line: at once with ``force``, else at most once every
+        :data:`STATUS_EVERY` s (a playing run's frames call it)."""
         now = time.perf_counter()
         if not force and now - self._last_status < STATUS_EVERY:
             return
