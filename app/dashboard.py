@@ -3,10 +3,9 @@
 One :class:`dynamics.Simulation` (plus, in comparison mode, a second one of the
 comparison model, :data:`app.models.COMPARISON_MODEL`) is advanced by one periodic
 callback per browser session (:class:`app.serving.playback.Playback`); settings come from the
-widgets, the URL, presets and pasted JSON (:class:`app.settings_io.SettingsIO`). This
-module builds the panels, decides what a setting change does (through
-:meth:`dynamics.Simulation.sync`) and lays out the tabs: the main tab, the inertial lab
-and the Theory page (:mod:`app.teaching.theory`).
+widgets, the URL, presets and pasted JSON (:class:`app.settings_io.SettingsIO`); the page
+and its tabs are laid out by :class:`app.page.Page`. This module builds the panels and
+decides what a setting change does (through :meth:`dynamics.Simulation.sync`).
 """
 
 from __future__ import annotations
@@ -21,41 +20,37 @@ from dynamics import RUNNING, Settings, Simulation
 from dynamics.models.part_one import runaway_notice
 
 from .lab.inertial_lab import load_presets as load_lab_presets
-from .mainview import export, layout
+from .mainview import export
 from .mainview.clustering import Clustering
-from .mainview.controls import Controls, checkbox
+from .mainview.controls import Controls
 from .mainview.explain import Explanation
 from .mainview.heatmaps import Heatmaps
 from .mainview.real_heads import RealHeads, fit_real_head
 from .mainview.timeseries import TimeSeries
 from .mainview.trajectories import Trajectories
 from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
+from .page import CSS, TABS, Page  # noqa: F401 (TABS: read here by the tests)
 from .serving import katex, server
 from .serving.playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
-from .serving.resources import read_asset
 from .settings_io import VIEW_PARAMS, SettingsIO
 from .teaching import slides
 from .teaching.pinned import PinnedRuns
 from .teaching.projector import Projector
-from .teaching.theory import Theory, TheoryLinks
+from .teaching.theory import TheoryLinks
 from .teaching.tour import Tour
 
-# The server plumbing lives in app.serving.server and the playback in
-# app.serving.playback; these names stay readable here (the browser tests count
-# app.dashboard.live_callbacks() and call app.dashboard._return_memory(); the fast tests
-# read app.dashboard.MAX_IN_FLIGHT).
+# The server plumbing lives in app.serving.server, the playback in app.serving.playback
+# and the page in app.page; these names stay readable here (the browser tests count
+# app.dashboard.live_callbacks(); the fast tests read app.dashboard.MAX_IN_FLIGHT, TABS
+# and CSS).
 running_dashboards = server.running_dashboards
 live_callbacks = server.live_callbacks
-_return_memory = server.return_memory
 
-#: Stylesheet of the text panes.
-CSS = read_asset("style.css")
 #: Memory budget of the recorded history of one session (bytes).
 HISTORY_BYTES = 20_000_000
-#: The tabs, in order (their titles).
-TABS = ("Nonequilibrium attention", "Inertial lab", "Theory", "Noise ensemble", "Sweep")
 
-class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
+
+class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
     """Live dashboard of nonequilibrium attention (the main tab), the inertial lab and
     the Theory page."""
 
@@ -74,11 +69,8 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     _ready = False  # True once every panel exists (watchers wait for it)
     _batch = False  # settings are being changed together: restart once, at the end
     _run_error = False  # the notice shows an error of the run (cleared by Reset)
-    _layout = None  # the page, built when first shown
     _norm0 = math.nan  # ‖X‖ at the start of the run (the confinement notice's reference)
     _runaway = None  # the confinement notice, once this run's features ran away
-    ensemble = None  # the noise ensemble view, built when its tab is first opened
-    sweep_tab = None  # the Sweep tab, built when first opened
 
     def __init__(self, query=None, **params):
         if params.get("settings") is None:
@@ -121,9 +113,6 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         self.slide_downloads = slides.download_buttons(self)  # issue #16: slides
         self.pinned = PinnedRuns(self)  # issue #16: pinned runs drawn as ghosts
         self.links = TheoryLinks(on_link=server.locked(self.show_theory))
-        self.theory = None  # built when first shown
-        self.lab = None  # built when first shown
-        self.tabs = None
         self.tour = Tour(self)
         self.tour.validate([p.get("name") for p in self._presets if isinstance(p, dict)],
                            [p["name"] for p in load_lab_presets()[0]])
@@ -134,7 +123,6 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
             self._start_reference()
         self.timeseries.show_distance(self.compare)
         self.trajectories.show_reference(self.compare)
-        self._layout = None
         self._ready = True
         self.reset()
         self._show_notice()
@@ -144,8 +132,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
     def _sync_view_url(self):
         self._sync_url()
 
-    # -- settings and the run ----------------------------------------------------
-    # -- the guided tour and projector mode ------------------------------------------
+    # -- the guided tour and projector mode ----------------------------------------
     @param.depends("tour_step", watch=True)
     def _show_tour_step(self):
         if self._layout is None:
@@ -175,17 +162,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self._layout is not None:
             self.projector_mode.apply(self.projector)
 
-    def show_main(self) -> None:
-        """Open the main tab."""
-        if self.tabs is not None:
-            self.tabs.active = 0
-
-    def show_lab(self):
-        """Open the inertial lab (built on first show); the lab, or None if it failed."""
-        if self.tabs is not None:
-            self.tabs.active = TABS.index("Inertial lab")
-        return self.lab
-
+    # -- settings and the run ----------------------------------------------------
     def _on_setting(self, *events):
         """A setting changed: the simulation decides whether that restarts the run
         (:meth:`dynamics.Simulation.sync`); a restart resets the plots, a continued run
@@ -290,7 +267,7 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
                 self.projector_mode.apply(True)
         self._push_notebook()
         self._show_confinement()
-        self._update_status(force=True)
+        self.update_status(force=True)
         if self.pinned.runs:  # the ghosts on the new run's token axes, relabelled
             self.pinned.draw()
 
@@ -328,126 +305,3 @@ class Dashboard(Playback, SettingsIO, pn.viewable.Viewer):
         if self.confinement.object != text:
             self.confinement.object = text
         self.confinement.visible = bool(text)
-
-    # -- the Theory page ---------------------------------------------------------
-    def show_theory(self, section: str) -> bool:
-        """Open the Theory tab at anchor ``section`` (a model's ``spec.section``, a part
-        or a heading of the theory text); the in-app links call it.
-
-        Returns
-        -------
-        bool
-            False (nothing changes) when the Theory page has no such anchor.
-        """
-        theory = self._theory()
-        if section not in theory.anchors:
-            return False
-        if self.tabs is not None:
-            self.tabs.active = TABS.index("Theory")
-        return theory.show(section, self.links)
-
-    def _theory(self) -> Theory:
-        if self.theory is None:
-            self.theory = Theory(stylesheets=[CSS])
-        return self.theory
-
-    # -- layout --------------------------------------------------------------
-    def _inertial_lab(self):
-        try:
-            from .lab.inertial_lab import InertialLab
-        except ImportError:
-            return pn.pane.Markdown(
-                "### Inertial attention lab\nThe inertial (momentum) attention lab "
-                "is not installed (`app/lab/inertial_lab.py`).")
-        try:
-            self.lab = InertialLab()
-            return self.lab
-        except Exception as err:  # the main tab keeps working whatever the lab does
-            return pn.pane.Alert(f"The inertial lab failed to start: {type(err).__name__}: {err}",
-                                 alert_type="danger")
-
-    def _sweep_tab(self):
-        """The Sweep tab (:mod:`app.sweeps.sweep_tab`); a clicked cell loads into the main tab."""
-        from .sweeps.sweep_tab import SweepTab
-
-        def load(point):
-            import json
-
-            if self.apply_settings_json(json.dumps(point)):
-                if self.tabs is not None:
-                    self.tabs.active = 0
-            else:  # e.g. a Part II model, which the main tab does not run
-                self.sweep_tab.message.object = (f"**Not loaded into the live view:** "
-                                                 f"{self.paste_message}")
-
-        self.sweep_tab = SweepTab(settings=self.settings, on_point=server.locked(load),
-                                  model=self.settings.model, example=True)
-        return self.sweep_tab
-
-    def __panel__(self):
-        if self._layout is None:
-            self._build_layout()
-        return self._layout
-
-    def _build_layout(self):
-        view = (checkbox(self.timeseries, "log_kl", "Logarithmic KL axis"),
-                pn.widgets.Select.from_param(self.heatmaps.param.color_scale,
-                                             label="Colour scale of A and A*",
-                                             sizing_mode="stretch_width"),
-                self.clustering.rescaled_toggle)
-        c = self.controls
-        part_one = layout.main_tab(self, c.sidebar({
-            "Weights and sentences": [self.real_heads],
-            "View": list(view),
-            "Compare runs": [c.compare, self.pinned.panel()],
-            "Export, slides and settings as text": [
-                self.downloads, self.slide_downloads, c.paste, c.apply_paste, c.paste_note],
-        }))
-        tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
-                                        disabled=not self.tour.steps)
-        tour_button.on_click(server.locked(lambda event: self.param.update(
-            tour_step=self.tour_step or 1)))
-        projector = pn.widgets.Toggle.from_param(self.param.projector, label="Projector mode",
-                                                 width=140, margin=(4, 10))
-        # The lab and the Theory page are built when their tab is first opened: a
-        # session costs the server (and the page) only what it shows.
-        lab = pn.Column(sizing_mode="stretch_width")
-        theory = pn.Column(sizing_mode="stretch_width")
-        ensemble = pn.Column(sizing_mode="stretch_width")
-        sweep = pn.Column(sizing_mode="stretch_width")
-        self.tabs = pn.Tabs(*zip(TABS, (part_one, lab, theory, ensemble, sweep), strict=True))
-
-        def build_tab(event):
-            self.set_shown(event.new == 0)  # the main run waits while it is not shown
-            if event.new == TABS.index("Inertial lab") and not len(lab):
-                lab[:] = [self._inertial_lab()]
-                if self.projector:  # its plots get the projector's type too
-                    self.projector_mode.apply(False)
-                    self.projector_mode.apply(True)
-            elif event.new == TABS.index("Theory") and not len(theory):
-                theory[:] = [self._theory()]
-            elif event.new == TABS.index("Noise ensemble") and not len(ensemble):
-                from .noise.ensemble import EnsembleView
-                self.ensemble = EnsembleView(settings=self.settings, example=True)
-                ensemble[:] = [self.ensemble]
-            elif event.new == TABS.index("Sweep") and not len(sweep):
-                sweep[:] = [self._sweep_tab()]
-
-        self.tabs.param.watch(build_tab, "active")
-        self.title = pn.pane.Markdown(
-            "## Nonequilibrium attention: Fisher–Rao relaxation and Hamiltonian tokens",
-            margin=(0, 10))
-        page = pn.Column(
-            pn.Row(self.title, pn.HSpacer(), tour_button, projector,
-                   self.projector_mode.window, sizing_mode="stretch_width"),
-            self.links,
-            self.tour,
-            self.tabs,
-            sizing_mode="stretch_width",
-        )
-        self._layout = page
-        if self.tour_step:
-            self._show_tour_step()
-        if self.projector:
-            self.projector_mode.apply(True)
-        return page

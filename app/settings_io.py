@@ -200,7 +200,10 @@ class SettingsIO(param.Parameterized):
         self.reset()
 
     # -- URL -----------------------------------------------------------------
-    def _query_parameters(self) -> dict:
+    def query_parameters(self) -> dict:
+        """The parameters a URL query may set: ``{name: param.Parameter}`` of the settings
+        (but those never in a URL, :data:`app.serving.urlstate.NOT_IN_URL`) and of
+        :data:`VIEW_PARAMS`."""
         ps = {k: self.settings.param[k] for k in Settings.names()
               if k not in urlstate.NOT_IN_URL}
         ps.update({k: self.param[k] for k in VIEW_PARAMS})
@@ -208,7 +211,7 @@ class SettingsIO(param.Parameterized):
 
     def apply_query(self, query) -> list[str]:
         """Apply a URL query (mapping); returns the messages about refused entries."""
-        values, messages = urlstate.parse_query(query, self._query_parameters())
+        values, messages = urlstate.parse_query(query, self.query_parameters())
         view = {k: values.pop(k) for k in VIEW_PARAMS if k in values}
         self.settings.param.update(**values)
         self.param.update(**view)
@@ -217,7 +220,7 @@ class SettingsIO(param.Parameterized):
     @property
     def query(self) -> dict:
         """The non-default settings as a URL query mapping."""
-        return urlstate.to_query((self.settings, self), list(self._query_parameters()))
+        return urlstate.to_query((self.settings, self), list(self.query_parameters()))
 
     _url_paused = False  # a tour step is being shown: the URL follows once it is
 
@@ -227,6 +230,18 @@ class SettingsIO(param.Parameterized):
             loc.search = urlstate.search_string(self.query)
 
     # -- presets -------------------------------------------------------------
+    @property
+    def presets(self) -> tuple[dict, ...]:
+        """The presets of the menu, in its order (:func:`app.presets.load_presets`);
+        :meth:`load_preset` takes one."""
+        return tuple(self._presets)
+
+    @property
+    def quench(self) -> dict | None:
+        """The quench of the preset loaded that has still to happen (a copy of its
+        ``"quench"`` entry, applied once the run reaches its ``at_t``), or None."""
+        return None if self._quench is None else dict(self._quench)
+
     def load_preset(self, preset: dict | None = None) -> bool:
         """Apply ``preset`` (default: the selected one); refuse it whole if invalid.
 

@@ -65,7 +65,7 @@ PAGE_COUNTER = """
   return true;
 }
 """
-#: The status line's frame cap when the server lowers it (``Playback._update_status``).
+#: The status line's frame cap when the server lowers it (``Playback.update_status``).
 CAP = re.compile(r"busy server: (?:≤|&le;|&#8804;)\s*(\d+)")
 
 

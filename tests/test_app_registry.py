@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import panel as pn
 import pytest
+from bokeh.document import Document
 from dashboard_support import play
+from panel.models.esm import DataEvent
 
 from app import Dashboard, presets
 from app.mainview.explain import model_text
@@ -139,7 +141,7 @@ def test_a_registered_model_appears_everywhere_and_goes_away(copy_model):
     # the main tab accepts it from every source
     assert presets.validate({"name": "c", "caption": "c",
                              "settings": {"model": spec.name}}) == []
-    assert urlstate.parse_query({"model": spec.name}, d._query_parameters()) \
+    assert urlstate.parse_query({"model": spec.name}, d.query_parameters()) \
         == ({"model": spec.name}, [])
     assert d.apply_settings_json(json.dumps(dict(d.settings.values(), beta=2.0)))
     # the Theory page has its section
@@ -173,15 +175,24 @@ def test_the_theory_page_has_a_section_per_model():
     assert order == sorted(order)
 
 
+def _from_the_page(links, message) -> None:
+    """``message`` sent by the links' browser half (``model.send_msg``), as Bokeh's
+    server hands it on: a ``DataEvent`` on the links' model in the session's document."""
+    doc = Document()
+    model = links.get_root(doc)
+    doc.add_root(model)
+    doc.callbacks.trigger_event(DataEvent(model, data=message))
+
+
 def test_in_app_links_open_the_theory_tab_at_the_section(dash):
     dash.__panel__()
     assert dash.tabs.active == 0 and dash.theory is None
-    dash.links._handle_msg({"section": "value_matching"})  # as a click on a link does
+    _from_the_page(dash.links, {"section": "value_matching"})  # as a click on a link does
     assert dash.tabs.active == 2 and dash.theory.section == "value_matching"
     assert len(dash.tabs[2]) == 1  # the page was built when first shown
     dash.tabs.active = 0
     assert not dash.show_theory("no-such-section") and dash.tabs.active == 0
-    dash.links._handle_msg({"section": 3})  # malformed messages are ignored
+    _from_the_page(dash.links, {"section": 3})  # malformed messages are ignored
     assert dash.theory.section == "value_matching"
 
 

@@ -2,10 +2,10 @@
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
+from bokeh.document import Document
 from bokeh.events import Reset
 from dashboard_support import all_finite, play, sources
 
@@ -14,6 +14,7 @@ from app import presets as presets_module
 from app.dashboard import TABS
 from app.mainview.trajectories import TRAIL_EVERY
 from app.models import applies
+from app.serving import playback
 from dynamics import Settings, models
 
 
@@ -220,7 +221,9 @@ def test_time_axes_cover_the_visible_lines_and_respect_a_user_zoom(dash):
     ts.fig_rate.x_range.update(start=0.1, end=0.2)
     play(dash, 5)
     assert (ts.fig_rate.x_range.start, ts.fig_rate.x_range.end) == (0.1, 0.2)
-    ts.fig_rate._trigger_event(Reset(ts.fig_rate))
+    doc = Document()  # the Reset tool's event, as the server hands it on from the page
+    doc.add_root(ts.fig_rate)
+    doc.callbacks.trigger_event(Reset(ts.fig_rate))
     assert ts.fig_rate.x_range.end >= ts.source.data["t"][-1]
 
 
@@ -251,8 +254,9 @@ def test_inertial_lab_and_theory_tabs():
     d = Dashboard(playing=False)
     tabs = d.__panel__()[-1]
     assert tabs is d.tabs and len(tabs) == 5
-    assert tabs._names == list(TABS) and tabs._names[1:] == ["Inertial lab", "Theory",
-                                                            "Noise ensemble", "Sweep"]
+    names = [panel.title for panel in tabs.get_root().tabs]  # the titles the page shows
+    assert names == list(TABS) and names[1:] == ["Inertial lab", "Theory",
+                                                 "Noise ensemble", "Sweep"]
 
 
 def test_beta_change_while_paused_redraws_the_softmax_without_advancing(dash):
@@ -265,37 +269,42 @@ def test_beta_change_while_paused_redraws_the_softmax_without_advancing(dash):
     assert dash.sim.t == t and len(dash.timeseries.source.data["t"]) == rows
 
 
-def test_setting_changed_while_playing_is_sent_at_the_next_tick(dash):
+def test_setting_changed_while_playing_is_sent_at_the_next_tick(dash, monkeypatch):
     """A β change skips the frame cap and takes one extra place of the in-flight limit,
     once; otherwise the cap and the limit hold (browser attached, flow control on)."""
     from app.dashboard import MAX_IN_FLIGHT
 
+    clock = [1000.0]  # the playback's clock, moved by hand
+    monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])
     dash.playing = True
-    dash._callback, dash._flow_control = object(), True  # as with a page attached
+    dash.periodic_callback, dash.flow_control = object(), True  # as with a page attached
     dash.tick()
-    sent = dash._frame_id
-    dash._acked = sent  # the page keeps up
+    sent = dash.frame_id
+    dash.acknowledge(sent)  # the page keeps up
     dash.tick()  # within 1/max_fps of the last frame: nothing sent
-    assert dash._frame_id == sent
+    assert dash.frame_id == sent
     dash.settings.beta = 2.5
     dash.tick()  # the change goes at once, computed with the new β
-    assert dash._frame_id == sent + 1
+    assert dash.frame_id == sent + 1
     assert dash.heatmaps.softmax.data["beta"][0] == 2.5
     dash.tick()  # and only once
-    assert dash._frame_id == sent + 1
+    assert dash.frame_id == sent + 1
     # the page is MAX_IN_FLIGHT + 1 frames behind (and acknowledged lately): a plain
     # tick waits, a change goes, once
-    dash._acked = dash._frame_id - (MAX_IN_FLIGHT + 1)
-    dash._ack_time, dash._last_frame = time.perf_counter(), 0.0
+    for _ in range(MAX_IN_FLIGHT):
+        dash.step_once()  # (the Step button: frames sent without the tick's checks)
+    behind = dash.frame_id
+    assert behind - sent == MAX_IN_FLIGHT + 1
+    dash.acknowledge(sent)
+    clock[0] += 1.0 / dash.frame_cap()  # the frame cap lets a frame go
     dash.tick()
-    assert dash._frame_id == sent + 1
+    assert dash.frame_id == behind
     dash.settings.beta = 3.0
     dash.tick()
-    assert dash._frame_id == sent + 2
-    dash._last_frame = 0.0
+    assert dash.frame_id == behind + 1
     dash.settings.beta = 3.5  # now MAX_IN_FLIGHT + 2 behind: even a change waits
     dash.tick()
-    assert dash._frame_id == sent + 2
+    assert dash.frame_id == behind + 1
 
 
 class _Running:
@@ -304,24 +313,25 @@ class _Running:
     running, period = True, 10
 
 
-def test_a_setting_changed_while_playing_on_a_server_is_sent_at_once(dash):
+def test_a_setting_changed_while_playing_on_a_server_is_sent_at_once(dash, monkeypatch):
     """On a server (flow control on) a changed setting's frame is computed and sent in
     the change's own handler, not at the periodic callback's next call (whose period
     grows to 100 ms on a busy server)."""
+    monkeypatch.setattr(playback.time, "perf_counter", lambda: 1000.0)  # a frozen clock
     dash.playing = True
-    dash._callback, dash._flow_control = _Running(), True
+    dash.periodic_callback, dash.flow_control = _Running(), True
     dash.tick()
-    sent = dash._frame_id
-    dash._acked = sent
+    sent = dash.frame_id
+    dash.acknowledge(sent)
     dash.settings.beta = 2.5  # no tick called: the change alone sends the frame
-    assert dash._frame_id == sent + 1
+    assert dash.frame_id == sent + 1
     assert dash.heatmaps.softmax.data["beta"][0] == 2.5
-    assert not dash._urgent  # used up: the next tick keeps to the cap
+    assert not dash.change_pending  # used up: the next tick keeps to the cap
     dash.tick()
-    assert dash._frame_id == sent + 1
-    dash._callback = object()  # not running (paused by another tab): no frame at once
+    assert dash.frame_id == sent + 1
+    dash.periodic_callback = object()  # not running (paused by another tab): no frame at once
     dash.settings.beta = 3.0
-    assert dash._frame_id == sent + 1 and dash._urgent
+    assert dash.frame_id == sent + 1 and dash.change_pending
 
 
 def test_the_page_acknowledges_on_a_model_no_plot_draws(dash):
@@ -341,10 +351,11 @@ def test_the_page_acknowledges_on_a_model_no_plot_draws(dash):
 def test_no_frame_is_computed_after_the_session_is_destroyed(dash):
     """A callback still scheduled when the page's session is destroyed computes nothing."""
     dash.playing = True
-    dash._callback, dash._flow_control = None, True  # as with a page attached
+    dash.periodic_callback, dash.flow_control = None, True  # as with a page attached
     dash.tick()
-    sent, t = dash._frame_id, dash.sim.t
-    dash._on_session_destroyed(None)
-    dash._urgent = True  # even a changed setting's frame
+    sent, t = dash.frame_id, dash.sim.t
+    dash.close()  # (what the server calls when the page's session is destroyed)
+    dash.settings.beta = 3.0  # even a changed setting's frame
+    assert dash.change_pending
     dash.tick()
-    assert dash._frame_id == sent and dash.sim.t == t
+    assert dash.frame_id == sent and dash.sim.t == t

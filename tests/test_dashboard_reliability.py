@@ -49,7 +49,7 @@ _RAW = st.one_of(_TEXT, _TEXT.map(str.encode), st.lists(_TEXT.map(str.encode), m
 @given(st.dictionaries(_KEYS, _RAW, max_size=6))
 def test_fuzzed_query_gives_message_and_safe_defaults(query):
     d = Dashboard(query=query, playing=False)
-    values, messages = urlstate.parse_query(query, d._query_parameters())
+    values, messages = urlstate.parse_query(query, d.query_parameters())
     assert d.notice == "\n".join(messages)
     assert d.alert.visible == bool(messages)
     assert 2 <= d.settings.n_tokens <= urlstate.MAX_URL_TOKENS
@@ -57,7 +57,7 @@ def test_fuzzed_query_gives_message_and_safe_defaults(query):
         if name not in values:
             assert value == DEFAULTS[name], name  # refused entries keep their default
     for key in query:
-        if key not in d._query_parameters():
+        if key not in d.query_parameters():
             assert repr(key)[:20] in d.notice or "…" in d.notice
     play(d, 1)
     assert all(all_finite(s) for s in sources(d))
@@ -222,9 +222,9 @@ def test_dashboards_share_no_mutable_state():
     assert dashboard_module.live_callbacks() == 0  # no server, no callback
 
 
-_OWNED = ("dashboard", "serving.playback", "settings_io", "models", "mainview.explain",
-          "teaching.theory", "serving.katex", "serving.server", "serving.urlstate", "presets",
-          "mainview.controls", "mainview.export", "main")
+_OWNED = ("dashboard", "page", "serving.playback", "serving.session", "settings_io", "models",
+          "mainview.explain", "teaching.theory", "serving.katex", "serving.server",
+          "serving.urlstate", "presets", "mainview.controls", "mainview.export", "main")
 
 
 def test_no_module_level_mutable_state_in_app():

@@ -85,24 +85,24 @@ def test_the_settings_box_shows_the_current_settings(dash):
 
 
 def test_a_preset_caption_goes_when_the_model_changes_by_hand(dash):
-    preset = next(p for p in dash._presets if p["settings"]["model"] == "attention")
+    preset = next(p for p in dash.presets if p["settings"]["model"] == "attention")
     assert dash.load_preset(preset)
     assert preset["name"] in dash.caption.object
     dash.settings.beta = 1.5  # exploring the preset: the caption stays
     assert preset["name"] in dash.caption.object
     dash.settings.model = "canonical"
     assert dash.caption.object == ""
-    quench = next(p for p in dash._presets if "quench" in p)
-    assert dash.load_preset(quench) and dash._quench is not None
+    quench = next(p for p in dash.presets if "quench" in p)
+    assert dash.load_preset(quench) and dash.quench is not None
     assert dash.apply_settings_json('{"model": "reduced"}')
-    assert dash.caption.object == "" and dash._quench is None
+    assert dash.caption.object == "" and dash.quench is None
 
 
 @pytest.mark.parametrize("source", ["preset", "paste", "widget"])
 def test_every_source_of_a_model_change_resets_legends_and_rows(dash, source):
     play(dash, 5)
     if source == "preset":
-        preset = next(p for p in dash._presets if p["settings"]["model"] == "reduced")
+        preset = next(p for p in dash.presets if p["settings"]["model"] == "reduced")
         assert dash.load_preset(preset)
     elif source == "paste":
         assert dash.apply_settings_json('{"model": "reduced"}')
@@ -116,7 +116,7 @@ def test_every_source_of_a_model_change_resets_legends_and_rows(dash, source):
 
 def test_a_preset_restarts_the_run_once(dash, monkeypatch):
     resets = _count_resets(dash, monkeypatch)
-    compare = next(p for p in dash._presets if p.get("compare"))
+    compare = next(p for p in dash.presets if p.get("compare"))
     assert dash.load_preset(compare)
     assert len(resets) == 1 and dash.reference is not None
 
@@ -127,9 +127,14 @@ def test_button_handlers_run_under_the_document_lock():
     calls = []
     handler = server.locked(lambda x: calls.append(x) or x)
     assert handler(1) == 1 and calls == [1]
-    doc = Document()
     context = types.SimpleNamespace(session=object())
-    doc._session_context = lambda: context
+
+    class ServerDocument(Document):
+        """A document of a server session (Bokeh's server gives it its context)."""
+
+        session_context = property(lambda self: context)
+
+    doc = ServerDocument()
     with set_curdoc(doc):
         assert handler(2) is None
     assert calls == [1]  # not yet: scheduled

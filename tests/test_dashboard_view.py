@@ -39,7 +39,7 @@ def test_checkboxes_are_label_groups_synced_with_their_parameter(dash):
 def test_no_frame_rate_is_shown_while_paused(dash):
     dash.playing = True
     play(dash, 5)
-    dash._update_status(force=True)
+    dash.update_status(force=True)
     assert "frames/s" in dash.status.object and "▶ playing" in dash.status.object
     dash.playing = False
     assert "frames/s" not in dash.status.object and "ms/tick" not in dash.status.object
@@ -62,18 +62,18 @@ class _Callback:
 def test_the_run_waits_while_another_tab_is_shown(dash):
     dash.__panel__()
     dash.playing = True
-    dash._callback = _Callback(running=True)
+    dash.periodic_callback = _Callback(running=True)
     dash.tabs.active = 1  # the inertial lab
-    assert not dash._callback.running and dash.playing
+    assert not dash.periodic_callback.running and dash.playing
     assert "another tab" in dash.status.object
     dash.tabs.active = 2
-    assert not dash._callback.running
+    assert not dash.periodic_callback.running
     dash.tabs.active = 0
-    assert dash._callback.running
+    assert dash.periodic_callback.running
     dash.playing = False
     dash.tabs.active = 1
     dash.tabs.active = 0
-    assert not dash._callback.running  # paused stays paused
+    assert not dash.periodic_callback.running  # paused stays paused
 
 
 def _bar(fig):

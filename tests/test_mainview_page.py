@@ -17,7 +17,7 @@ from dynamics import Settings  # noqa: E402
 
 
 def _preset(dash, name):
-    return next(p for p in dash._presets if p["name"] == name)
+    return next(p for p in dash.presets if p["name"] == name)
 
 
 def _frames(dash, n):
@@ -142,9 +142,9 @@ def test_the_preset_menu_shows_what_runs_and_loads_what_is_chosen():
     assert dash.preset == CUSTOM and dash.controls.preset.value == CUSTOM
     dash.controls.preset.value = name  # chosen again: its settings again
     assert dash.settings.beta == 1.0 and dash.preset == name
-    quench = next(p for p in dash._presets if "quench" in p)
+    quench = next(p for p in dash.presets if "quench" in p)
     assert dash.load_preset(quench) and dash.preset == quench["name"]  # (the tour's way)
-    while dash._quench is not None:
+    while dash.quench is not None:
         dash.advance_frame()
     assert dash.settings.beta == quench["quench"]["beta"]
     assert dash.preset == quench["name"]  # the quench is the preset's own

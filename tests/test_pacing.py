@@ -142,7 +142,7 @@ def test_loop_monitor_sees_a_blocked_loop_and_stops_when_nobody_plays():
         assert gov.lag > LAG_HIGH and gov.scale < 1.0 and gov.sessions == 3
         playing[0] = 0
         await asyncio.sleep(3 * pacing.PROBE_EVERY)
-        assert monitor._loop is None and gov.scale == 1.0  # stopped and reset
+        assert not monitor.running and gov.scale == 1.0  # stopped and reset
 
     asyncio.run(main())
 
@@ -192,16 +192,16 @@ def test_a_session_on_a_busy_server_lengthens_its_callback_period_and_recovers()
     from app.dashboard import Dashboard
 
     dash = Dashboard(playing=True)
-    dash._callback, dash._flow_control = _Callback(dash.period), True  # a page attached
+    dash.periodic_callback, dash.flow_control = _Callback(dash.period), True  # a page attached
     gov = pacing.governor()
     try:
         gov.scale = 0.0  # the loop runs late: every cap at the floor
         dash.tick()
-        assert dash.frame_cap() == MIN_FPS and dash._callback.period == 100
+        assert dash.frame_cap() == MIN_FPS and dash.periodic_callback.period == 100
         gov.scale = 1.0  # the load went away
         dash.tick_ms = 0.0
         dash.tick()
-        assert dash._callback.period == pacing.callback_period(dash.max_fps) == 10
+        assert dash.periodic_callback.period == pacing.callback_period(dash.max_fps) == 10
     finally:
         gov.scale = 1.0
 
@@ -214,21 +214,21 @@ def test_late_calls_do_not_lower_a_capped_sessions_frame_rate(monkeypatch):
     from app.serving import playback
 
     dash = Dashboard(playing=True)
-    dash._callback, dash._flow_control = _Callback(dash.period), True
-    dash.advance_frame = lambda: setattr(dash, "_frame_id", dash._frame_id + 1)
-    gov = pacing.governor()
+    dash.periodic_callback, dash.flow_control = _Callback(dash.period), True
     clock = [1000.0]
+    frames = []  # the frames sent (none is left unacknowledged: the page keeps up)
+    dash.advance_frame = lambda: frames.append(clock[0])
+    gov = pacing.governor()
     monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])
     try:
         gov.scale = 0.0
         dash.tick()  # the period follows the floor's cap: 100 ms
-        assert dash._callback.period == 100
-        sent = dash._frame_id
+        assert dash.periodic_callback.period == 100
+        sent = len(frames)
         for _ in range(100):  # 14 s of calls, each 40 ms late
             clock[0] += 0.140
-            dash._acked = dash._frame_id  # the page keeps up
             dash.tick()
-        fps = (dash._frame_id - sent) / (100 * 0.140)
+        fps = (len(frames) - sent) / (100 * 0.140)
         assert MIN_FPS * 0.95 <= fps <= MIN_FPS * 1.05, fps
     finally:
         gov.scale = 1.0

@@ -195,7 +195,7 @@ def test_a_preset_quench_is_applied_and_logged_once_at_its_time(page_frames):
     assert d.load_preset(_quench_preset())
     d.steps_per_frame = 7
     if page_frames:  # as on a server with flow control: a change's frame at once
-        d._flow_control, d._callback = True, SimpleNamespace(running=True)
+        d.flow_control, d.periodic_callback = True, SimpleNamespace(running=True)
     d.playing = True
     while d.sim.t < 4.0:
         d.advance_frame()

@@ -177,6 +177,11 @@ class LoopMonitor:
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _expected: float = 0.0
 
+    @property
+    def running(self) -> bool:
+        """Whether it probes now (it stops by itself once nobody plays)."""
+        return self._loop is not None
+
     def ensure_running(self) -> None:
         """Start probing on the running loop (nothing without one, or if it probes)."""
         try:

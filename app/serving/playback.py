@@ -1,7 +1,8 @@
-"""Running the dashboard's simulation: the periodic callback, frames and the status line.
+"""Running the dashboard's simulation: ticks, frames and the status line.
 
 :class:`Playback` is the part of :class:`app.dashboard.Dashboard` that advances the run:
-one periodic callback per browser session; each tick advances ``steps_per_frame`` steps,
+one periodic callback per browser session (started and stopped by
+:class:`app.serving.session.Session`); each tick advances ``steps_per_frame`` steps,
 builds one frame and pushes it into the panels' ``ColumnDataSource``s under one document
 hold. Frames are rate-capped and flow-controlled (the page acknowledges them), and a run
 that fails or diverges stops with a message; only finite numbers reach the page.
@@ -9,7 +10,6 @@ that fails or diverges stops with a message; only finite numbers reach the page.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from collections import deque
@@ -19,12 +19,12 @@ from types import MappingProxyType
 import numpy as np
 import panel as pn
 import param
-from panel.io.callbacks import PeriodicCallback
 
 from app.models import COMPARISON_MODEL, not_applicable
 from dynamics import DIVERGED, FAILED, RUNNING
 
 from . import pacing, server
+from .session import Session
 
 #: Frames sent to the browser and not yet acknowledged before a tick is skipped (each
 #: queued frame delays what a slider change shows: 2 keeps the page busy and the
@@ -66,8 +66,8 @@ def _average(old: float, new: float) -> float:
     return 0.9 * old + 0.1 * new if old else new
 
 
-class Playback(param.Parameterized):
-    """Advancing the run: ticks, frames, flow control, status line and session lifecycle.
+class Playback(Session):
+    """Advancing the run: ticks, frames, flow control and the status line.
 
     A mixin of :class:`app.dashboard.Dashboard`, which provides ``settings``, ``sim``,
     ``reference``, the panels, ``history`` and ``_ready``.
@@ -84,10 +84,7 @@ class Playback(param.Parameterized):
 
     def _init_playback(self) -> None:
         """The playback's own state (called first by the dashboard's ``__init__``)."""
-        self._callback = None
-        self._closed = False  # the session was destroyed (no frame is computed after)
-        self._flow_control = self._notebook = False
-        self._session_context = None
+        self._init_session()
         self._frame_id = self._acked = 0
         self._ack_time = self._last_frame = 0.0
         self._urgent = False  # a setting changed while playing: show it at the next tick
@@ -164,16 +161,34 @@ class Playback(param.Parameterized):
             return self.max_fps
         return pacing.governor(server.live_callbacks).cap(self.max_fps, self.tick_ms / 1e3)
 
+    @property
+    def frame_id(self) -> int:
+        """The number of the last frame sent to the page (0 before the first): the page
+        acknowledges a frame by its number (:meth:`acknowledge`)."""
+        return self._frame_id
+
+    def acknowledge(self, frame_id: int) -> None:
+        """The page painted frame ``frame_id`` (and those before it): what its
+        acknowledgement does. With flow control, at most :data:`MAX_IN_FLIGHT` frames
+        after the last acknowledged one are sent, for :data:`ACK_TIMEOUT` s after it."""
+        self._acked = max(self._acked, int(frame_id))
+        self._ack_time = time.perf_counter()
+
     def _on_ack(self, attr, old, new):
         if new:
-            self._acked = max(self._acked, int(new[0]))
-            self._ack_time = time.perf_counter()
+            self.acknowledge(new[0])
+
+    @property
+    def change_pending(self) -> bool:
+        """Whether a changed setting's frame waits for the next tick (which sends it
+        before the frame cap, :meth:`tick`)."""
+        return self._urgent
 
     def advance_frame(self) -> None:
         """One frame: advance ``steps_per_frame`` steps and update every plot."""
         if self.sim.status != RUNNING:
             self.playing = False
-            self._update_status(force=True)
+            self.update_status(force=True)
             return
         start = time.perf_counter()
         try:
@@ -202,7 +217,7 @@ class Playback(param.Parameterized):
                                 f"{type(err).__name__}: {err} (Reset to start again)")
             self._run_error = True
             self.notice = self.sim.message
-            self._update_status(force=True)
+            self.update_status(force=True)
             return
         now = time.perf_counter()
         self.compute_ms = _average(self.compute_ms, 1e3 * (computed - start))
@@ -210,7 +225,7 @@ class Playback(param.Parameterized):
         self._ticks.append(now)
         if self.sim.status != RUNNING:
             self.playing = False
-        self._update_status(force=self.sim.status != RUNNING)
+        self.update_status(force=self.sim.status != RUNNING)
 
     def _show(self, frame, ref=None) -> None:
         if not frame_is_finite(frame, not_applicable(self.settings.model)):
@@ -264,7 +279,9 @@ class Playback(param.Parameterized):
             return 0.0
         return (len(self._ticks) - 1) / max(self._ticks[-1] - self._ticks[0], 1e-9)
 
-    def _update_status(self, force=False):
+    def update_status(self, force: bool = False) -> None:
+        """Refresh the status line: at once with ``force``, else at most once every
+        :data:`STATUS_EVERY` s (a playing run's frames call it)."""
         now = time.perf_counter()
         if not force and now - self._last_status < STATUS_EVERY:
             return
@@ -299,57 +316,7 @@ class Playback(param.Parameterized):
         if self.status.styles != style:
             self.status.styles = dict(style)
 
-    # -- periodic callback and session -----------------------------------------
-    def _on_load(self):
-        """Start this session's periodic callback (server or Jupyter kernel)."""
-        doc = pn.state.curdoc
-        if doc is None:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return  # a plain script or a test: drive the run with tick()
-            self._notebook = True  # Jupyter: Bokeh model changes are pushed by hand
-        elif doc.session_context:
-            # Server session: the page acknowledges frames (flow control).
-            self._flow_control = True
-            self._session_context = doc.session_context
-            self._ack_time = time.perf_counter()
-            self.heatmaps.ack.on_change("tags", self._on_ack)
-            pn.state.on_session_destroyed(self._on_session_destroyed)
-            server.install_closed_socket_filter()
-        # Panel's own periodic callback, but neither logged nor counted as "busy" at
-        # each call: both cost the server a few times the check of a tick that sends
-        # nothing (most calls), for every session (a line of log per call at the
-        # server's default log level, and Panel's busy state set and reset).
-        self._callback = PeriodicCallback(callback=self.tick, period=self.period,
-                                          log=False, background=True)
-        if self.playing and self._shown:
-            self._callback.start()
-        server.register_session(self)
-
-    @property
-    def periodic_callback(self):
-        """This session's periodic callback (None before the page loaded and after it
-        closed; the registry of :mod:`app.serving.server` reads it)."""
-        return self._callback
-
-    def _push_notebook(self):
-        if self._notebook and self._layout is not None:
-            pn.io.push_notebook(self._layout)
-
-    def _on_session_destroyed(self, session_context):
-        """The page is gone for good: stop the callback and drop the run."""
-        if self._callback is not None:
-            self._callback.stop()
-            self._callback = None
-        server.forget_session(self)
-        self._closed = True
-        self._session_context = None
-        server.release_links(self._layout)  # its widgets' JS links would keep it alive
-        self.reference = None
-        self.history.clear()
-        server.schedule_memory_return()
-
+    # -- the periodic callback ------------------------------------------------------
     @param.depends("playing", watch=True)
     def _toggle_playing(self):
         if not self._ready:
@@ -358,7 +325,7 @@ class Playback(param.Parameterized):
             self.timeseries.flush()
         self._ticks.clear()  # the frame rate counts from the next frame
         self._sync_callback()
-        self._update_status(force=True)
+        self.update_status(force=True)
 
     def set_shown(self, shown: bool) -> None:
         """The main tab is shown (True) or another tab is: the run advances only while
@@ -369,7 +336,7 @@ class Playback(param.Parameterized):
         self.timeseries.flush()
         self._ticks.clear()
         self._sync_callback()
-        self._update_status(force=True)
+        self.update_status(force=True)
 
     def _sync_callback(self) -> None:
         """Run the periodic callback exactly while playing with the main tab shown."""

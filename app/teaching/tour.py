@@ -251,7 +251,7 @@ class Tour(pn.viewable.Viewer):
                 lab.preset = step["lab_preset"]
         else:
             dashboard.show_main()
-            preset = next(p for p in dashboard._presets if p.get("name") == step["preset"])
+            preset = next(p for p in dashboard.presets if p.get("name") == step["preset"])
             dashboard.load_preset(preset)
             s = dashboard.settings
             dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)

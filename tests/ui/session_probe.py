@@ -31,6 +31,10 @@ from serving import free_port, reachable
 from tornado.ioloop import IOLoop
 
 from app import dashboard as dashboard_module
+from app.serving import server as app_server
+
+#: The event loop of each open client (``open_session`` gives each its own).
+CLIENT_LOOPS: dict = {}
 
 
 def wait_until(predicate, timeout, step=0.1) -> bool:
@@ -67,7 +71,9 @@ def open_session(url):
     The client runs on an event loop of its own, closed with it by :func:`close_sessions`
     (a client closed alone keeps its loop's selector and sockets alive).
     """
-    client = pull_session(url=url, io_loop=IOLoop())
+    loop = IOLoop()
+    client = pull_session(url=url, io_loop=loop)
+    CLIENT_LOOPS[client] = loop
     client.document.callbacks.send_event(DocumentReady())
     client.request_server_info()  # runs the client's loop: the event is sent first
     return client
@@ -75,7 +81,7 @@ def open_session(url):
 
 def close_sessions(*clients) -> None:
     """Close ``clients``, then the event loops they ran on."""
-    loops = [client._connection.io_loop for client in clients]
+    loops = [CLIENT_LOOPS.pop(client) for client in clients]
     for client in clients:
         client.close()
     for loop in loops:
@@ -90,7 +96,7 @@ def alive_dashboards() -> int:
 def rss() -> int:
     """RSS after the collection and heap trim the app does after a session ends, so
     that the figure is what is still held rather than allocator slack."""
-    dashboard_module._return_memory()
+    app_server.return_memory()
     return psutil.Process().memory_info().rss
 
 

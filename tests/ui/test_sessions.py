@@ -92,7 +92,7 @@ def test_a_failing_session_does_not_stop_the_others_and_resets(inproc, monkeypat
         assert good.sim.status == "running"
 
         monkeypatch.undo()
-        doc = bad._session_context._document
+        doc = bad.heatmaps.attention.document  # (the session's document)
 
         def reset_and_play():
             bad.reset()
