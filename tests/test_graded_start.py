@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dynamics import Settings, Simulation
 from dynamics.steppers import etd_heun, etd_verlet
-from dynamics.steppers.transient import GRADED_FIRST, substeps
+from dynamics.steppers.grading import GRADED_FIRST, substeps
 
 
 def _count_graded(monkeypatch):
