@@ -15,10 +15,10 @@ kick, and the dissipation from the free-energy balance along the step's path.
 The scheme calls the model's force ``problem.force(X, A, XM, XMt) -> (Ṗ, G)``; when the
 effective scores depend on attention (``problem.attention_feedback``: value matching,
 ``Ŝ = G Xᵀ``) it predicts ``A`` at the end first, and solves the feedback implicitly
-(:mod:`.feedback`) on a stiff step or when it is strong; a fast transient of a stiff step
-from a distant start is taken in sub-steps that resolve it (:meth:`EtdVerlet.graded`). Its
-``Ŝ`` at the end of a step (from the attention reached, not the prediction) is carried to
-the next.
+(:mod:`.feedback`) on a stiff step or when it is strong. Its ``Ŝ`` at the end of a step
+(from the attention reached, not the prediction) is carried to the next. A fast transient
+of a stiff step from a distant start (value matching's while its feedback has a gain, the
+canonical model's) is taken in sub-steps that resolve it (:meth:`EtdVerlet.graded`).
 """
 
 from __future__ import annotations
@@ -147,8 +147,10 @@ class EtdVerlet(Stepper):
                                                                              gain=gain)
         lam = self.problem.relaxation_rate
         fine = gain <= GRADED_GAIN * lam
-        if transient and gain > 0.0 and lam * h >= (GRADED_MIN_LAMBDA_H if fine
-                                                     else GRADED_LAMBDA_H):
+        # value matching with κ = 0 grades nothing (its feedback has no gain)
+        graders = gain > 0.0 or not self.problem.attention_feedback
+        if transient and graders and lam * h >= (GRADED_MIN_LAMBDA_H if fine
+                                                 else GRADED_LAMBDA_H):
             cap = (GRADED_SUBSTEPS if fresh(carry) else CHAIN_SUBSTEPS) if fine else 1
             X1, P1, Z1, A1, S1, carry1, X1M, dissipated = self.graded(st, carry, h,
                                                                       lam + gain, fine, cap)
@@ -158,12 +160,13 @@ class EtdVerlet(Stepper):
         return self.track(st, carry, new, carry1, X1M, h)
 
     def graded(self, st, carry, h, rate, fine, n_substeps):
-        """A stiff step of value matching with a fast transient, in sub-steps that resolve
-        it: the first of ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as
-        long, none longer than ``h / n_substeps``; if ``fine`` (see :data:`GRADED_GAIN`),
-        each on the stiff branch of :meth:`verlet`. The feedback
-        speeds the transient's decay up, which the frozen relaxation of :mod:`.transient`
-        leaves out. Returns what :meth:`verlet` returns, without its flag."""
+        """A stiff step with a fast transient (value matching's, or the canonical model's
+        from a distant start), in sub-steps that resolve it: the first of
+        ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as long, none longer
+        than ``h / n_substeps``; if ``fine`` (see :data:`GRADED_GAIN`), each on the stiff
+        branch of :meth:`verlet`. The feedback speeds the transient's decay up, which the
+        frozen relaxation of :mod:`.transient` leaves out. Returns what :meth:`verlet`
+        returns, without its flag."""
         dissipated, sub, t = 0.0, st, 0.0
         sub_carry = replace(carry, graded_osc=0.0)
         for delta in substeps(h, GRADED_FIRST / rate, h / n_substeps):
