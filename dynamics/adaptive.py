@@ -57,8 +57,10 @@ from .steppers.composition import (
     largest_step,
     settle,
 )
-from .steppers.etd_verlet import EtdVerlet, TrackedEtdVerlet, VerletCarry
+from .steppers.etd_verlet import EtdVerlet
 from .steppers.exact_logit import ExactLogit
+from .steppers.tracked_verlet import TrackedEtdVerlet
+from .steppers.verlet_carry import VerletCarry
 
 #: The composition used where the model's step is symmetric.
 SCHEME = "suzuki4"

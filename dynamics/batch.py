@@ -13,7 +13,7 @@ as arrays of the floats a single run computes). ``tests/test_batch.py`` checks i
 ``np.array_equal`` on every recorded array and diagnostic, at several batch sizes.
 
 Which runs are stepped together: the canonical model
-(:class:`~dynamics.steppers.etd_verlet.TrackedEtdVerlet`) on its plain branch,
+(:class:`~dynamics.steppers.tracked_verlet.TrackedEtdVerlet`) on its plain branch,
 ``λ dt ≤ STIFF_LAMBDA_H`` (0.05), without logit noise, on seeded weights. Every other
 run of the list — other models, stiff steps, stochastic logits, real heads — is run by
 ``simulate`` one by one (the
@@ -35,8 +35,9 @@ from .logits import _AXPY_MIN_SIZE, exp_trapezoid, logit_coefficients
 from .settings import Settings
 from .simulation import Simulation
 from .state import State
-from .steppers.etd_verlet import TrackedEtdVerlet, VerletCarry
 from .steppers.exact_logit import STIFF_LAMBDA_H
+from .steppers.tracked_verlet import TrackedEtdVerlet
+from .steppers.verlet_carry import VerletCarry
 from .trajectory import Trajectory, simulate
 
 #: Models whose runs are stepped together (the others run one by one).
@@ -95,7 +96,7 @@ def batchable(s: Settings) -> bool:
 class CanonicalBatch:
     """Runs of the canonical model stepped together (see the module docstring): the
     plain branch of :meth:`~dynamics.steppers.etd_verlet.EtdVerlet.verlet` and the
-    tracking bound of :meth:`~dynamics.steppers.etd_verlet.TrackedEtdVerlet.finish`,
+    tracking bound of :meth:`~dynamics.steppers.tracked_verlet.TrackedEtdVerlet.finish`,
     operation for operation, on stacks whose rows are the runs still running
     (:attr:`rows`, their indices in the list)."""
 
@@ -238,7 +239,7 @@ class CanonicalBatch:
         flat = X1.reshape(n, -1)
         norm = np.sqrt(np.vecdot(flat, flat))
         # where some run would stop (a norm over its limit or not finite, a non-finite
-        # energy), the engine takes the step run by run (:meth:`_alone`)
+        # energy), the engine takes the step run by run (:meth:`step_alone`)
         over = np.subtract(norm, self.norm_limit)
         over += 0.0 * dissipated
         over += 0.0 * self.work
@@ -257,7 +258,7 @@ class CanonicalBatch:
                      B=self.Bound[k].copy(), dissipated=float(self.dissipated[k]),
                      work=float(self.work[k]))
 
-    def _alone(self):
+    def step_alone(self):
         """This step row by row through each run's own engine; runs that stop leave."""
         if self.force is None:
             self.force, self.neg_entropy = np.empty_like(self.X), np.empty(len(self.X))
@@ -308,7 +309,7 @@ class CanonicalBatch:
                     try:
                         self.step()
                     except FloatingPointError:
-                        self._alone()
+                        self.step_alone()
                 done += chunk
                 row = {int(i): k for k, i in enumerate(self.rows)}
                 for i in recorded:

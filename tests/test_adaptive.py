@@ -52,8 +52,10 @@ def test_composition_raises_the_measured_order_to_four(model, scheme):
     measured = fitted_order(steps, errors)
     print(f"{model} {scheme}: errors {errors}, measured order {measured:.2f}")
     assert measured == pytest.approx(4.0, abs=0.4)
-    # the same sub-steps uncomposed (dt = 1/32) are far less accurate
-    assert errors[-1] < 0.1 * _error(_base_state(base, steps[-1]), exact)
+    # the same sub-steps uncomposed (dt = 1/32) are far less accurate (not the attention
+    # model's: its logit step is exact for scores cubic in time, fourth order in its state)
+    if model != "attention":
+        assert errors[-1] < 0.1 * _error(_base_state(base, steps[-1]), exact)
 
 
 def _base_state(settings, dt):

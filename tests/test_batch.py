@@ -59,24 +59,21 @@ def test_batch_results_do_not_depend_on_the_batch_or_its_order():
         _assert_same(a, c)
 
 
-def test_runs_that_diverge_stop_alone_and_the_others_go_on():
+def test_runs_that_diverge_stop_alone_and_the_others_go_on(monkeypatch):
     runs = _varied(4, N=6, d=3, dt=0.02)
     # no confinement and a strong β: this run's features grow past norm_limit
     runs[1] = runs[1].copy(confinement=0.0, beta=20.0, norm_limit=20.0,
                            init_momentum="random")
     assert all(batchable(s) for s in runs)
     stepped_alone = []
-    original = CanonicalBatch._alone
+    original = CanonicalBatch.step_alone
 
     def spy(self):
         stepped_alone.append(self.t)
         return original(self)
 
-    CanonicalBatch._alone = spy
-    try:
-        batch = simulate_batch(runs, t_end=6.0, every=10)
-    finally:
-        CanonicalBatch._alone = original
+    monkeypatch.setattr(CanonicalBatch, "step_alone", spy)
+    batch = simulate_batch(runs, t_end=6.0, every=10)
     assert len(stepped_alone) == 1  # one step one by one, the rest together
     alone = [simulate(s, 6.0, every=10) for s in runs]
     assert alone[1].status == "diverged", "the test needs a diverging run"

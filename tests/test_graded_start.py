@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from dynamics import Settings, Simulation
 from dynamics.steppers import etd_heun, etd_verlet
-from dynamics.steppers.transient import GRADED_FIRST, substeps
+from dynamics.steppers.grading import GRADED_FIRST, substeps
 
 
 def _count_graded(monkeypatch):
@@ -27,12 +27,14 @@ def _count_graded(monkeypatch):
     ("cotangent_lift", {"gamma": 30.0, "confinement": 20.0}),
     ("cotangent_lift", {"gamma": 10.0}),
     ("value_matching", {"gamma": 30.0, "kappa": 1.0}),
+    ("canonical", {"gamma": 30.0}),
 ])
 def test_only_a_start_and_its_decay_are_graded(model, values, monkeypatch):
     """The cotangent lift at λh = 0.3 (k = 20) and 0.1 keeps a lag above ``GRADED_OSC``
     from t ≈ 3 on; graded there like a start, 478 and 529 of 1000 steps took 9 to 33
     sub-steps each (about 17 times the steps' cost). Only the start's transient is
-    graded now, while it decays."""
+    graded now, while it decays. The canonical model (λh = 0.3, from uniform attention)
+    grades its distant start too."""
     graded = _count_graded(monkeypatch)
     s = Settings(model=model, n_tokens=8, dim=4, seed=3, dt=0.01, init_momentum="random",
                  **values)

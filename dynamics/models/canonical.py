@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import diagnostics
 from .. import energy as en
-from ..steppers.etd_verlet import TrackedEtdVerlet
+from ..steppers.tracked_verlet import TrackedEtdVerlet
 from . import multi_head, part_one
 from .registry import ModelSpec, register
 

@@ -14,12 +14,13 @@ scheme                    order  used by
 """
 
 from .base import DeferredOverflow, Stepper, TooStiff
-from .etd_verlet import EtdVerlet, TrackedEtdVerlet
+from .etd_verlet import EtdVerlet
 from .exact_logit import ExactLogit
 from .heun import Heun
 from .projected_heun import ProjectedHeun
 from .rk4 import RK4
 from .strang import Strang
+from .tracked_verlet import TrackedEtdVerlet
 from .verlet import Verlet
 
 __all__ = ["DeferredOverflow", "EtdVerlet", "ExactLogit", "Heun", "ProjectedHeun", "RK4", "Stepper",

@@ -165,7 +165,7 @@ class Composition(Stepper):
 
 def settle(base, st, carry, h):
     """``(st, carry)`` ready for a step of ``h`` by ``base``: deferred work of steps of
-    another size finished first (a :class:`~.etd_verlet.TrackedEtdVerlet` defers the
+    another size finished first (a :class:`~.tracked_verlet.TrackedEtdVerlet` defers the
     tracking bound of steps that share one size, ``carry.pending``)."""
     pending = getattr(carry, "pending", None)
     if pending is not None and pending.constants.h != h:

@@ -26,7 +26,7 @@ mean attention corrects ``(X₁, P₁)`` with ``f`` at the start — to first or
 transient (without it ``H`` fell to order 0.8 at λh = 10 as steps went from one branch to
 the other), from the transient's mean for a fast one, whose dissipation then comes from
 the free-energy balance along the step's path. A fast transient from a distant start
-(:func:`~.transient.graded_on`) is taken in sub-steps that resolve it
+(:func:`~.grading.graded_on`) is taken in sub-steps that resolve it
 (:meth:`EtdHeun.graded`).
 """
 
@@ -42,20 +42,22 @@ from ..state import State
 from ..workspace import Workspace
 from .base import Stepper
 from .exact_logit import STIFF_LAMBDA_H
-from .transient import (
+from .grading import (
     CHAIN_SUBSTEPS,
-    CUBIC_LAMBDA_H,
     GRADED_FIRST,
     GRADED_MIN_LAMBDA_H,
     GRADED_SUBSTEPS,
-    SUBSTEP_OSC,
-    TRANSIENT_OSC,
     fresh,
     graded_on,
+    substeps,
+)
+from .transient import (
+    CUBIC_LAMBDA_H,
+    SUBSTEP_OSC,
+    TRANSIENT_OSC,
     hermite_transient,
     lagged_start,
     path_dissipation,
-    substeps,
     tracking_correction,
     tracking_shift,
     tracks,
@@ -100,7 +102,7 @@ class EtdHeun(Stepper):
         return new, carry1
 
     def graded(self, st, carry, h, n_substeps):
-        """A stiff step with a fast transient in sub-steps (:func:`~.transient.substeps`,
+        """A stiff step with a fast transient in sub-steps (:func:`~.grading.substeps`,
         none longer than ``h / n_substeps``), each on the stiff branch of :meth:`heun`,
         until one tracks its lagged target (within ``SUBSTEP_OSC``): the rest of the step
         is then taken whole."""

@@ -15,16 +15,16 @@ kick, and the dissipation from the free-energy balance along the step's path.
 The scheme calls the model's force ``problem.force(X, A, XM, XMt) -> (Ṗ, G)``; when the
 effective scores depend on attention (``problem.attention_feedback``: value matching,
 ``Ŝ = G Xᵀ``) it predicts ``A`` at the end first, and solves the feedback implicitly
-(:mod:`.feedback`) on a stiff step or when it is strong; a fast transient of a stiff step
-from a distant start is taken in sub-steps that resolve it (:meth:`EtdVerlet.graded`). Its
-``Ŝ`` at the end of a step (from the attention reached, not the prediction) is carried to
-the next.
+(:mod:`.feedback`) on a stiff step or when it is strong. Its ``Ŝ`` at the end of a step
+(from the attention reached, not the prediction) is carried to the next. A fast transient
+of a stiff step from a distant start (value matching's while its feedback has a gain, the
+canonical model's) is taken in sub-steps that resolve it (:meth:`EtdVerlet.graded`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -42,32 +42,35 @@ from ..logits import (
 )
 from ..state import State
 from ..workspace import Owned, Workspace
-from .base import DeferredOverflow, Stepper
+from .base import Stepper
 from .exact_logit import STIFF_LAMBDA_H
 from .feedback import feedback_work, implicit_step, trapezoid_feedback_work
-from .transient import (
+from .grading import (
     CHAIN_SUBSTEPS,
-    CUBIC_LAMBDA_H,
     GRADED_FIRST,
     GRADED_MIN_LAMBDA_H,
     GRADED_SUBSTEPS,
     fresh,
     graded_on,
+    substeps,
+)
+from .transient import (
+    CUBIC_LAMBDA_H,
     hermite_lag,
     hermite_transient,
     lagged_start,
     neg_entropy,
     path_dissipation,
-    substeps,
     tracking_correction,
     tracks,
     transient_mean,
     trapezoid_path_dissipation,
 )
+from .verlet_carry import Constants, VerletCarry
 
 #: Largest step × attention-feedback gain the explicit prediction of value matching takes.
 FEEDBACK_GAIN_STEP = 0.25
-#: Value matching grades a start and its chain as :mod:`.transient` says (``rate = λ +
+#: Value matching grades a start and its chain as :mod:`.grading` says (``rate = λ +
 #: gain``; from ``GRADED_MIN_LAMBDA_H`` up, sub-steps of at most ``h / GRADED_SUBSTEPS``,
 #: ``h / CHAIN_SUBSTEPS`` in the chain: a start's first 100 steps at N = 64, d = 16 took
 #: 0.17 s at λh = 0.06, 0.34 s at 0.2, 1.49 s and 0.67 s graded from 0.05 in h/32) while the
@@ -81,66 +84,6 @@ FEEDBACK_GAIN_STEP = 0.25
 #: the trapezoidal rule.
 GRADED_GAIN = 4.0
 GRADED_LAMBDA_H = 0.25
-
-
-@dataclass(frozen=True)
-class Constants:
-    """Scalars of a step of size ``h`` with one problem."""
-
-    h: float
-    beta: float
-    lam: float
-    logit: tuple  # logit_coefficients(beta, lam, h)
-    lag: float  # −β/(λh)
-    decay: float  # e^{−λh}
-    w0: float  # β × the exponential trapezoid weights
-    w1: float
-    MMt: np.ndarray  # [M, Mᵀ], shape (d, 2d)
-    #: β × the weights of :func:`~dynamics.logits.exp_quadratic` (stiff steps), or None
-    wq: tuple | None = None
-    #: :func:`~dynamics.logits.hermite_logit_weights` (value matching's cubic steps), or None
-    hermite: tuple | None = None
-
-
-@dataclass(frozen=True)
-class Pending:
-    """Steps whose ``dS/dt`` and tracking bound are computed together at the next
-    :meth:`TrackedEtdVerlet.finish`: the state they started from, its carry, and per
-    step the new state and its ``X M``."""
-
-    constants: Constants
-    base: State
-    base_carry: object
-    states: tuple
-    XMs: tuple
-    #: per step, the row oscillation of the noise added to its logits (or None)
-    spreads: tuple = ()
-
-
-@dataclass(frozen=True)
-class VerletCarry:
-    """What the next step reuses: the force at the state, value matching's ``G`` and
-    ``Ŝ = G Xᵀ``, and the dissipation rate ``D``."""
-
-    force: np.ndarray | None = None
-    G: np.ndarray | None = None
-    D: float | None = None
-    S_hat: np.ndarray | None = None
-    #: ``osc(dS/dt)`` at the state, shape (N,) (tracked steps)
-    osc_S_dot: np.ndarray | None = None
-    #: ``(h, osc(dS/dt))`` one step of ``h`` before the state (tracked stiff steps)
-    osc_before: tuple | None = None
-    #: steps whose ``dS/dt`` and bound wait for :meth:`TrackedEtdVerlet.finish`
-    pending: Pending | None = None
-    #: ``osc(W₀)`` at the start of the step before when it was graded, else 0
-    graded_osc: float = 0.0
-    #: the state is no distant start (:func:`~.transient.fresh`): its logits were kicked
-    #: by noise (rule 8; graded, every kick above ``GRADED_OSC`` cost a step of 32
-    #: sub-steps or more), the run continues after a setting change (rule 9), or the step
-    #: before was value matching's below the stiff branch (its carry keeps no ``D``)
-    continued: bool = False
-    #: ``Σ A log A`` at the state (value matching's steps below the stiff branch), or None
-    neg_entropy: float | None = None
 
 
 class EtdVerlet(Stepper):
@@ -204,8 +147,10 @@ class EtdVerlet(Stepper):
                                                                              gain=gain)
         lam = self.problem.relaxation_rate
         fine = gain <= GRADED_GAIN * lam
-        if transient and gain > 0.0 and lam * h >= (GRADED_MIN_LAMBDA_H if fine
-                                                     else GRADED_LAMBDA_H):
+        # value matching with κ = 0 grades nothing (its feedback has no gain)
+        graders = gain > 0.0 or not self.problem.attention_feedback
+        if transient and graders and lam * h >= (GRADED_MIN_LAMBDA_H if fine
+                                                 else GRADED_LAMBDA_H):
             cap = (GRADED_SUBSTEPS if fresh(carry) else CHAIN_SUBSTEPS) if fine else 1
             X1, P1, Z1, A1, S1, carry1, X1M, dissipated = self.graded(st, carry, h,
                                                                       lam + gain, fine, cap)
@@ -215,12 +160,13 @@ class EtdVerlet(Stepper):
         return self.track(st, carry, new, carry1, X1M, h)
 
     def graded(self, st, carry, h, rate, fine, n_substeps):
-        """A stiff step of value matching with a fast transient, in sub-steps that resolve
-        it: the first of ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as
-        long, none longer than ``h / n_substeps``; if ``fine`` (see :data:`GRADED_GAIN`),
-        each on the stiff branch of :meth:`verlet`. The feedback
-        speeds the transient's decay up, which the frozen relaxation of :mod:`.transient`
-        leaves out. Returns what :meth:`verlet` returns, without its flag."""
+        """A stiff step with a fast transient (value matching's, or the canonical model's
+        from a distant start), in sub-steps that resolve it: the first of
+        ``GRADED_FIRST / rate`` (``rate = λ + gain``), each next twice as long, none longer
+        than ``h / n_substeps``; if ``fine`` (see :data:`GRADED_GAIN`), each on the stiff
+        branch of :meth:`verlet`. The feedback speeds the transient's decay up, which the
+        frozen relaxation of :mod:`.transient` leaves out. Returns what :meth:`verlet`
+        returns, without its flag."""
         dissipated, sub, t = 0.0, st, 0.0
         sub_carry = replace(carry, graded_osc=0.0)
         for delta in substeps(h, GRADED_FIRST / rate, h / n_substeps):
@@ -233,13 +179,13 @@ class EtdVerlet(Stepper):
         return X1, P1, Z1, A1, S1, sub_carry, X1M, dissipated
 
     def track(self, st, carry, new, new_carry, X1M, h):
-        """Hook for the tracking bound (see :class:`TrackedEtdVerlet`)."""
+        """Hook for the tracking bound (see :class:`~.tracked_verlet.TrackedEtdVerlet`)."""
         return new, new_carry
 
     def verlet(self, st, carry, h, busy=(), gain=0.0, substep=False):
         """One step. Returns ``X₁, P₁, Z₁, A₁, S₁``, the new carry, ``X₁M``, the energy
         dissipated and, when the step carried a fast transient from a distant start
-        (:func:`~.transient.graded_on`),
+        (:func:`~.grading.graded_on`),
         its ``osc(W₀)`` (else 0). ``busy``: arrays the stepper's ring must not hand out
         (those of the state a sub-step started from);
         ``gain``: :meth:`feedback_gain` at ``st``; value matching solves its feedback
@@ -426,121 +372,3 @@ def _score_rates(prob, X0, P0, X1, P1, X1M):
         return left @ np.concatenate((X0, w0 * V0, X1, w1 * V1), axis=1).T
 
     return rates
-
-
-class TrackedEtdVerlet(EtdVerlet):
-    """:class:`EtdVerlet` that also keeps the tracking bound ``B`` (canonical model).
-
-    ``dS/dt`` and ``B`` are diagnostics the next step does not need: they wait in the
-    carry and are computed for up to :meth:`batch` steps at once by :meth:`finish` — one
-    batched product for ``dS/dt`` and ``B_j = e^{−λh} B_{j−1} + g_j`` with
-    ``g_j = w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1}`` (on a stiff step with ``osc Ṡ_{j−2}`` known, the
-    quadratic rule ``w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1} + w₋₁ osc Ṡ_{j−2}``): every step gets the
-    values a step-by-step update gives, whatever the chunking.
-    """
-
-    def track(self, st, carry, new, new_carry, X1M, h):
-        pending = carry.pending
-        if pending is None:
-            pending = Pending(self.constants(h), st, carry, (), ())
-        new = replace(new, S_dot=None, B=None)
-        pending = replace(pending, states=pending.states + (new,), XMs=pending.XMs + (X1M,))
-        return new, replace(new_carry, pending=pending)
-
-    def perturbed(self, state, carry, spread):
-        """Noisy logits (rule 8): as :meth:`EtdVerlet.perturbed`; the waiting step gets
-        the noisy state and its bound will grow by ``spread``."""
-        state, carry = super().perturbed(state, carry, spread)
-        pending = carry.pending
-        n = len(pending.states)
-        spreads = pending.spreads + (None,) * (n - 1 - len(pending.spreads)) + (spread,)
-        pending = replace(pending, states=pending.states[:-1] + (state,), spreads=spreads)
-        return state, replace(carry, pending=pending)
-
-    def batch(self, n_tokens: int) -> int:
-        """Steps whose ``dS/dt`` may wait (the batch of N×N matrices stays small)."""
-        return max(1, min(64, (1 << 16) // (n_tokens * n_tokens)))
-
-    @staticmethod
-    def _increment(c, osc1, osc0, before):
-        """``g`` of one step from ``osc Ṡ`` at its end, its start and (or None) one step
-        before."""
-        if c.wq is not None and before is not None:
-            g = np.multiply(osc1, c.wq[2])
-            g += c.wq[1] * osc0
-            g += c.wq[0] * before
-            return g
-        g = np.multiply(osc1, c.w1)
-        g += c.w0 * osc0
-        return g
-
-    @staticmethod
-    def _before(c, base_carry):
-        """``osc Ṡ`` one step before the base state, when known for this step size."""
-        before = base_carry.osc_before
-        return before[1] if before is not None and before[0] == c.h else None
-
-    def finish(self, state, carry):
-        pending = carry.pending
-        if pending is None:
-            return state, carry
-        c, base, states, XMs = pending.constants, pending.base, pending.states, pending.XMs
-        M, mass = self.problem.M, self.problem.mass
-        osc0 = pending.base_carry.osc_S_dot
-        osc0 = en.oscillation(base.S_dot) if osc0 is None else osc0
-        before = self._before(c, pending.base_carry)
-        try:
-            Xs = np.stack([s.X for s in states])
-            Vs = np.stack([s.P for s in states])
-            if mass != 1.0:  # P/m is P itself when m = 1 (the division is exact)
-                Vs = Vs / mass
-            S_dots = np.concatenate((Vs @ M, np.stack(XMs)), axis=2) @ np.concatenate(
-                (Xs, Vs), axis=2).transpose(0, 2, 1)
-            oscs = en.oscillation(S_dots)
-            if c.wq is None:  # w₁ osc Ṡ_j + w₀ osc Ṡ_{j−1}, batched
-                g = np.multiply(oscs, c.w1)
-                g[0] += c.w0 * osc0
-                if len(states) > 1:
-                    g[1:] += c.w0 * oscs[:-1]
-            else:
-                chain = [before, osc0, *oscs]  # osc Ṡ at steps j − 2, j − 1, j: chain[j:j+3]
-                g = [self._increment(c, chain[j + 2], chain[j + 1], chain[j])
-                     for j in range(len(states))]
-            B, decay, spreads = base.B, c.decay, pending.spreads
-            for j in range(len(states)):  # the same operations whatever the chunking
-                B = decay * B
-                B += g[j]
-                if j < len(spreads) and spreads[j] is not None:  # noise on the logits
-                    B += spreads[j]
-        except FloatingPointError:
-            return self._finish_stepwise(c, base, pending.base_carry, osc0, states, XMs,
-                                         carry, pending.spreads)
-        state = replace(state, S_dot=S_dots[-1].copy(), B=B)
-        last = oscs[-2] if len(states) > 1 else osc0
-        return state, replace(carry, pending=None, osc_S_dot=oscs[-1].copy(),
-                              osc_before=(c.h, last.copy()))
-
-    def _finish_stepwise(self, c, base, base_carry, osc0, states, XMs, states_carry,
-                         spreads=()):
-        """:meth:`finish` one step at a time, to find the step whose ``dS/dt`` or bound
-        overflows; raises :class:`DeferredOverflow` with the state before it (or returns
-        the finished state, should every step go through one at a time)."""
-        from ..models.part_one import score_rate
-
-        M, mass, prev, prev_carry = self.problem.M, self.problem.mass, base, base_carry
-        before = self._before(c, base_carry)
-        for j, (new, XM) in enumerate(zip(states, XMs, strict=True)):
-            try:
-                S1_dot = score_rate(new.X, new.P / mass, M, XM)
-                osc1 = en.oscillation(S1_dot)
-                B = c.decay * prev.B
-                B += self._increment(c, osc1, osc0, before)
-                if j < len(spreads) and spreads[j] is not None:
-                    B += spreads[j]
-            except FloatingPointError as err:
-                raise DeferredOverflow(str(err), new.t, prev, prev_carry) from None
-            before, osc0 = osc0, osc1
-            prev = replace(new, S_dot=S1_dot, B=B)
-            prev_carry = VerletCarry(osc_S_dot=osc1, osc_before=(c.h, before))
-        return prev, replace(states_carry, pending=None, osc_S_dot=prev_carry.osc_S_dot,
-                             osc_before=prev_carry.osc_before)
