@@ -46,8 +46,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import energy as en
-from .logits import centre_rows
-from .models.part_one import score_rate
+from .logits import centre_rows, score_rate
 from .steppers.base import Stepper, TooStiff
 from .steppers.composition import (
     SCHEMES,

@@ -185,3 +185,9 @@ def hermite_logit_step(Z, S0, S1, S0_dot, S1_dot, beta, lam, h):
     axpy(beta * b0, S0_dot, Z1)
     axpy(beta * b1, S1_dot, Z1)
     return centre_rows(Z1, out=Z1)
+
+
+def score_rate(X, X_dot, M, XM=None):
+    """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ``, shape (N, N), as one product of width 2d."""
+    XM = X @ M if XM is None else XM
+    return np.concatenate((X_dot @ M, XM), axis=1) @ np.concatenate((X, X_dot), axis=1).T

@@ -55,13 +55,36 @@ def _imports(name: str, path: Path, modules) -> set[str]:
             for t in targets:
                 while t and t not in modules:
                     t = t.rpartition(".")[0]
-                if t and t != name:
-                    out.add(t)
+                # importing a.b.c runs the packages a and a.b first (their __init__), save
+                # those the importer lies in (loaded before it)
+                while t:
+                    if t != name and not f"{name}.".startswith(f"{t}."):
+                        out.add(t)
+                    t = t.rpartition(".")[0]
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module")
+              and node.args):
+            # importlib.import_module(f"{__name__}.{name}") over a tuple of names: the
+            # package imports each of them (a registry loading its plug-ins)
+            out.update(_imported_by_name(node, name, modules, tree))
         for child in ast.iter_child_nodes(node):
             visit(child, [*parents, node])
 
     visit(tree, [])
     return out
+
+
+def _imported_by_name(call: ast.Call, name: str, modules, tree) -> set[str]:
+    """The modules an ``import_module`` call of ``name`` may load: a constant name, or
+    ``f"{__name__}.{x}"`` with ``x`` running over a module-level tuple of names."""
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant):
+        return {arg.value} & set(modules)
+    names = {a.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             for a in ast.walk(node.value) if isinstance(a, ast.Constant)
+             and isinstance(a.value, str)}
+    found = {f"{name}.{n}" for n in names} & set(modules)
+    assert found, f"{name}: import_module({ast.unparse(arg)}) loads modules it cannot see"
+    return found
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -106,6 +129,27 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_imports_count_late_ones_and_the_packages_they_run(tmp_path):
+    """A late import inside a function is an edge; importing ``p.q.m`` is an edge to the
+    packages ``p`` and ``p.q`` too (their ``__init__`` runs), except the importer's own."""
+    files = {"p/__init__.py": "from .q import m\n",
+             "p/q/__init__.py": "import importlib\nNAMES = ('m',)\nfor n in NAMES:\n"
+                                "    importlib.import_module(f'{__name__}.{n}')\n",
+             "p/q/m.py": "def f():\n    from p.r import x\n",
+             "p/r.py": "from .q.m import f\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    modules = {"p": tmp_path / "p/__init__.py", "p.q": tmp_path / "p/q/__init__.py",
+               "p.q.m": tmp_path / "p/q/m.py", "p.r": tmp_path / "p/r.py"}
+    graph = {n: _imports(n, f, modules) for n, f in modules.items()}
+    assert graph["p.q.m"] == {"p.r"}  # the late import; p and p.q are its own packages
+    assert graph["p.r"] == {"p.q", "p.q.m"}  # p.q's __init__ runs first
+    assert graph["p.q"] == {"p.q.m"}  # the registry's loop
+    assert graph["p"] == {"p.q", "p.q.m"}
+    assert _cycles(graph) == [["p.q", "p.q.m", "p.r"]]
+
+
 def test_modules_and_classes_are_of_a_readable_size():
     long = []
     for name, path in _modules().items():
@@ -135,7 +179,18 @@ def _private_uses(text: str) -> list[str]:
                      and isinstance(a.value, str)]
             found += [f"{ast.unparse(node.func)}(…, {n!r})" for n in names
                       if n.startswith("_") and not n.startswith("__")]
+            # monkeypatch.setattr("package.module._name", value)
+            found += [f"{ast.unparse(node.func)}({n!r}, …)" for n in names[:1]
+                      if n.partition(".")[0] in PACKAGES and _private(n.rpartition(".")[2])]
+        elif (isinstance(node, ast.ImportFrom) and node.module
+              and node.module.partition(".")[0] in PACKAGES):
+            found += [f"from {node.module} import {a.name}" for a in node.names
+                      if _private(a.name)]
     return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
 
 
 def test_tests_use_public_doors():
@@ -151,3 +206,6 @@ def test_the_door_check_sees_private_access():
     assert _private_uses("dash._frame_id += 1\nx = getattr(tabs, '_names')\n") == [
         "dash._frame_id", "getattr(…, '_names')"]
     assert _private_uses("x.__class__\nsys.version\n") == []
+    assert _private_uses("from app.dashboard import _x, y\n"
+                         "monkeypatch.setattr('dynamics.sweeps._cost', 1)\n") == [
+        "from app.dashboard import _x", "monkeypatch.setattr('dynamics.sweeps._cost', …)"]

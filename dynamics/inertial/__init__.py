@@ -49,7 +49,7 @@ from .softmax import (
 )
 
 __all__ = [
-    "BlowupResult", "CLOUDS", "Damping", "InertialEngine", "LayerCrossing", "LayerRun",
+    "BlowupResult", "CLOUDS", "Damping", "LayerCrossing", "LayerRun",
     "MomentTrajectory", "NO_DAMPING", "accelerated_blowup_time",
     "accelerated_dissipation", "accelerated_force", "accelerated_hamiltonian",
     "accelerated_kinetic", "accelerated_trajectory", "accelerated_velocity",
@@ -63,12 +63,3 @@ __all__ = [
     "softmax_velocity", "undamped_blowup_time", "value_kernel_ratio", "whiten",
 ]
 
-
-def __getattr__(name):
-    """``InertialEngine``: the old streaming engine's name, now :class:`dynamics.Simulation`
-    (which runs every model, Part II included), kept while ``app/lab/inertial_lab.py`` uses it."""
-    if name == "InertialEngine":
-        from ..simulation import Simulation
-
-        return Simulation
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

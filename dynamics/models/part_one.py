@@ -16,7 +16,7 @@ from .. import energy as en
 from .. import real_heads
 from ..diagnostics import scores_of
 from ..initial import draw_initial_data
-from ..logits import centre_rows
+from ..logits import centre_rows, score_rate
 from ..paths import FeaturePath
 from ..state import State
 
@@ -84,12 +84,6 @@ def pin(prob, force):
 def confinement_energy(prob, X):
     """``(k/2)‖X‖²``."""
     return 0.5 * prob.confinement * float(np.sum(X * X))
-
-
-def score_rate(X, X_dot, M, XM=None):
-    """``dS/dt = Ẋ M Xᵀ + X M Ẋᵀ``, shape (N, N), as one product of width 2d."""
-    XM = X @ M if XM is None else XM
-    return np.concatenate((X_dot @ M, XM), axis=1) @ np.concatenate((X, X_dot), axis=1).T
 
 
 def build(values, given, *, problem_type=Problem, path=False, momentum=True, slaved=False,

@@ -31,8 +31,8 @@ from ..logits import (
     exp_trapezoid,
     hermite_logit_step,
     logit_dissipation_rate,
+    score_rate,
 )
-from ..models.part_one import score_rate
 from ..state import State
 from ..workspace import Workspace
 from .base import Stepper

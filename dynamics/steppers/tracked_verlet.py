@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import energy as en
+from ..logits import score_rate
 from .base import DeferredOverflow
 from .etd_verlet import EtdVerlet
 from .verlet_carry import Pending, VerletCarry
@@ -112,8 +113,6 @@ class TrackedEtdVerlet(EtdVerlet):
         """:meth:`finish` one step at a time, to find the step whose ``dS/dt`` or bound
         overflows; raises :class:`DeferredOverflow` with the state before it (or returns
         the finished state, should every step go through one at a time)."""
-        from ..models.part_one import score_rate
-
         M, mass, prev, prev_carry = self.problem.M, self.problem.mass, base, base_carry
         before = self._before(c, base_carry)
         for j, (new, XM) in enumerate(zip(states, XMs, strict=True)):
