@@ -24,14 +24,15 @@ from .mainview import export
 from .mainview.clustering import Clustering
 from .mainview.controls import Controls
 from .mainview.explain import Explanation
+from .mainview.head_choice import fit_real_head
 from .mainview.heatmaps import Heatmaps
-from .mainview.real_heads import RealHeads, fit_real_head
+from .mainview.real_heads import RealHeads
 from .mainview.timeseries import TimeSeries
 from .mainview.trajectories import Trajectories
 from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
 from .page import CSS, TABS, Page  # noqa: F401 (TABS: read here by the tests)
 from .serving import katex, server
-from .serving.playback import MAX_IN_FLIGHT, STATUS_STYLE, Playback, frame_is_finite  # noqa: F401
+from .serving.playback import STATUS_STYLE, Playback, frame_is_finite
 from .settings_io import VIEW_PARAMS, SettingsIO
 from .teaching import slides
 from .teaching.pinned import PinnedRuns
@@ -41,8 +42,7 @@ from .teaching.tour import Tour
 
 # The server plumbing lives in app.serving.server, the playback in app.serving.playback
 # and the page in app.page; these names stay readable here (the browser tests count
-# app.dashboard.live_callbacks(); the fast tests read app.dashboard.MAX_IN_FLIGHT, TABS
-# and CSS).
+# app.dashboard.live_callbacks(); the fast tests read app.dashboard.TABS and CSS).
 running_dashboards = server.running_dashboards
 live_callbacks = server.live_callbacks
 

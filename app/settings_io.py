@@ -20,7 +20,7 @@ from dynamics import Settings
 
 from . import presets
 from .mainview.controls import MAX_PASTE, shown_settings
-from .mainview.real_heads import fit_real_head
+from .mainview.head_choice import fit_real_head
 from .models import applies, main_model_problem, spec
 from .serving import server, urlstate
 

@@ -10,8 +10,9 @@ from . import settings as _settings
 from .batch import simulate_batch
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .models import DIAGNOSTICS
+from .protocol import Change
 from .settings import PATHS, Settings
-from .simulation import Change, Simulation
+from .simulation import Simulation
 from .state import State
 from .sweeps import SweepRun, sweep
 from .trajectory import Trajectory, simulate

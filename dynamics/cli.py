@@ -28,7 +28,7 @@ from .settings import Settings
 from .trajectory import simulate
 
 # the weights file's arrays and reader, re-exported: the app and the tests read them here
-from .weights_file import MAX_ELEMENTS, WEIGHT_ARRAYS, read_weights  # noqa: F401
+from .weights_file import read_weights
 
 
 def _flag_type(p):
@@ -183,10 +183,10 @@ def _sweep_main(parser, args) -> int:
     if run.cached and not args.quiet:
         print(f"reused the cached sweep {cache_path(run.key)}", file=sys.stderr)
     try:
-        from .trajectory import _write_atomically
+        from .trajectory import write_atomically
 
         with dask_kept_out():  # this process ends here: Dask is of no use to it
-            _write_atomically(args.out, netcdf_bytes(result))
+            write_atomically(args.out, netcdf_bytes(result))
     except OSError as err:
         print(f"error: cannot write --out {args.out!r}: {err.strerror or err}", file=sys.stderr)
         return 1

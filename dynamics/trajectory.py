@@ -79,7 +79,7 @@ class Trajectory:
         text = self.to_dataframe().to_csv(index=False, float_format="%.17g", lineterminator="\n")
         if path is None:
             return text
-        _write_atomically(path, text.encode())
+        write_atomically(path, text.encode())
         return None
 
     def to_xarray(self):
@@ -101,7 +101,7 @@ class Trajectory:
         blob = self.to_xarray().to_netcdf(engine="scipy")
         if path is None:
             return bytes(blob)
-        _write_atomically(path, bytes(blob))
+        write_atomically(path, bytes(blob))
         return None
 
     def summary(self) -> dict:
@@ -123,7 +123,7 @@ def _json_float(x):
     return x if np.isfinite(x) else None
 
 
-def _write_atomically(path, payload: bytes) -> None:
+def write_atomically(path, payload: bytes) -> None:
     """Write ``payload`` to ``path`` through a temporary file: no partial file on error."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))

@@ -16,7 +16,7 @@ downloaded; NumPy, ``safetensors`` and ``tokenizers`` only (no torch; the exact 
 ``erf`` comes from SciPy, a dependency of the package: the standard library's ``math.erf``
 differs in the last bits and does not rebuild the shipped file byte for byte).
 
-The true attention comes from the package's full forward pass (``dynamics.bert``, which
+The true attention comes from the package's full forward pass (``dynamics.encoder``, which
 also runs any sentence of a checkpoint in the app), in float64: embeddings
 (word + position + token type) and layer norm; per layer self-attention with its biases
 and the attention mask, output dense + layer norm (post-LN, residual), feed-forward with
@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-# the forward pass lives in the package (dynamics.bert); the names stay importable here
+# the forward pass lives in the package (dynamics.encoder, checkpoints in dynamics.bert);
+# the names stay importable here
 from dynamics.bert import encode, forward, gelu, layer_norm, load_checkpoint  # noqa: F401
 
 #: The sentences shipped with the app (short: a dozen word pieces or so).

@@ -272,7 +272,7 @@ def test_beta_change_while_paused_redraws_the_softmax_without_advancing(dash):
 def test_setting_changed_while_playing_is_sent_at_the_next_tick(dash, monkeypatch):
     """A β change skips the frame cap and takes one extra place of the in-flight limit,
     once; otherwise the cap and the limit hold (browser attached, flow control on)."""
-    from app.dashboard import MAX_IN_FLIGHT
+    from app.serving.playback import MAX_IN_FLIGHT
 
     clock = [1000.0]  # the playback's clock, moved by hand
     monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])

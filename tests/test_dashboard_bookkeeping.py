@@ -156,7 +156,7 @@ def test_the_changes_of_one_drag_make_one_marker():
     """A slider drag is many small changes: one marker from the first value to the last,
     and no new Bokeh models per change (each used to add a line and a label per plot)."""
     from app.mainview.markers import coalesce, merge_gap
-    from dynamics.simulation import Change
+    from dynamics.protocol import Change
 
     drag = [Change(3.0 + 0.01 * i, {"beta": (1.0 + 0.5 * i, 1.5 + 0.5 * i)}, 0.0)
             for i in range(6)]

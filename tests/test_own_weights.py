@@ -221,7 +221,7 @@ def test_a_weights_file_is_read_array_by_array_with_its_header_checked_first(tmp
     message, never a traceback."""
     import zipfile
 
-    from dynamics.cli import MAX_ELEMENTS, read_weights
+    from dynamics.weights_file import MAX_ELEMENTS, read_weights
 
     X = np.ones((3, 2), dtype=np.float32)
     path = tmp_path / "w.npz"

@@ -240,7 +240,7 @@ def play_frames(d, frames):
 
 def test_labels_of_close_changes_do_not_pile_up():
     from app.mainview.markers import change_marks
-    from dynamics.simulation import Change
+    from dynamics.protocol import Change
 
     # a drag seen as changes 0.15 apart (more than three frames): one marker while the
     # plot shows 4 time units (each label ~8 characters, ~0.6 of them), from 1 to 4

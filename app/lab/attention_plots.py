@@ -9,7 +9,7 @@ import numpy as np
 from bokeh.models import ColumnDataSource, Span
 from bokeh.plotting import figure
 
-from app.mainview.timeseries import legend_below
+from app.mainview.plots import legend_below
 from dynamics.inertial import CLOUDS
 from dynamics.inertial.experiments import LAYER_SCHEMES, SOFTMAX_MODELS
 

@@ -31,14 +31,14 @@ import panel as pn
 import param
 
 from app.mainview.explain import models_text
-from app.mainview.real_heads import clear_upload, read_upload
+from app.mainview.uploads import clear_upload, read_upload
 from app.serving import katex
 from app.serving.resources import asset, read_asset
 from app.serving.server import locked
-from dynamics.cli import WEIGHT_ARRAYS
 from dynamics.inertial.experiments import run_lab_experiment
 from dynamics.inertial.momentum import MOMENTUM_MODEL, run_momentum_experiment
 from dynamics.settings import Settings
+from dynamics.weights_file import WEIGHT_ARRAYS
 
 from .attention_plots import AttentionPlots
 from .momentum_plots import RUN_STYLES, MomentumPlots

@@ -11,7 +11,7 @@ from bokeh.core.properties import value
 from bokeh.models import ColumnDataSource, Range1d
 from bokeh.plotting import figure
 
-from app.mainview.timeseries import legend_below
+from app.mainview.plots import legend_below
 from dynamics.inertial.experiments import Curve
 from dynamics.inertial.momentum import RUNS, TRACKED
 

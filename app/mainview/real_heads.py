@@ -24,7 +24,7 @@ from bokeh.plotting import figure
 from scipy.special import softmax
 
 from dynamics import Settings, Simulation, real_heads
-from dynamics.cli import WEIGHT_ARRAYS
+from dynamics.weights_file import WEIGHT_ARRAYS
 
 from .head_choice import (
     CHOICE,

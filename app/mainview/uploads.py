@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import re
 
-from dynamics.cli import WEIGHT_ARRAYS, read_weights
+from dynamics.weights_file import WEIGHT_ARRAYS, read_weights
 
 #: Largest upload accepted (bytes).
 MAX_UPLOAD = 50_000_000

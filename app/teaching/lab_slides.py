@@ -110,7 +110,7 @@ def momentum_slide_figure(result, title: str = "Momentum on a quadratic",
     """
     from matplotlib.figure import Figure  # loaded only to draw a slide
 
-    from app.lab.inertial_lab import RUN_STYLES
+    from app.lab.momentum_plots import RUN_STYLES
 
     fig = Figure(figsize=SLIDE_INCHES, dpi=DPI, layout="constrained")
     text = plain_caption(caption)

@@ -97,7 +97,7 @@ def open_cached(path: str):
 
 def store(key: str, ds) -> None:
     """Write the sweep ``ds`` to its file in the cache (:func:`cache_path`), atomically."""
-    from ..trajectory import _write_atomically
+    from ..trajectory import write_atomically
 
     os.makedirs(cache_dir(), exist_ok=True)
-    _write_atomically(cache_path(key), netcdf_bytes(ds))
+    write_atomically(cache_path(key), netcdf_bytes(ds))
