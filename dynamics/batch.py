@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from . import energy as en
-from .logits import _AXPY_MIN_SIZE, exp_trapezoid, logit_coefficients
+from .logits import AXPY_MIN_SIZE, exp_trapezoid, logit_coefficients
 from .settings import Settings
 from .simulation import Simulation
 from .state import State
@@ -179,12 +179,12 @@ class CanonicalBatch:
     def _neg_entropy(self, A, Z):
         """``transient.neg_entropy``: ``Σ A log A`` per run, ``⟨A, Z⟩ + Σ_i log max_j A_ij``
         (row maxima of ``Z`` 0)."""
-        return self._vdot(A, Z) + np.log(en._max_reduce(A, -1)).sum(axis=-1)
+        return self._vdot(A, Z) + np.log(en.max_reduce(A, -1)).sum(axis=-1)
 
     @staticmethod
     def _axpy(a, x, y):
         """``logits.axpy``: ``y += a x`` (BLAS axpy from the size where a run uses it)."""
-        if x.shape[-1] * x.shape[-2] < _AXPY_MIN_SIZE:
+        if x.shape[-1] * x.shape[-2] < AXPY_MIN_SIZE:
             y += a * x
         else:
             from scipy.linalg.blas import daxpy
@@ -214,9 +214,9 @@ class CanonicalBatch:
         Z1 = np.multiply(Z0, self.E)
         self._axpy(self.c0, S0, Z1)
         self._axpy(self.b, S1, Z1)
-        np.subtract(Z1, en._max_reduce(Z1, -1, keepdims=True), out=Z1)
+        np.subtract(Z1, en.max_reduce(Z1, -1, keepdims=True), out=Z1)
         A1 = np.exp(Z1)
-        A1 *= np.divide(1.0, en._sum_reduce(A1, -1))[..., None]
+        A1 *= np.divide(1.0, en.sum_reduce(A1, -1))[..., None]
         force1 = self._force(X1, A1, X1M, X1Mt)
         n1 = self._neg_entropy(A1, Z1)
         P1 = P_half + tau * force1
@@ -243,7 +243,7 @@ class CanonicalBatch:
         over = np.subtract(norm, self.norm_limit)
         over += 0.0 * dissipated
         over += 0.0 * self.work
-        if not en._max_reduce(over) <= 0.0:
+        if not en.max_reduce(over) <= 0.0:
             raise FloatingPointError("a run stops at this step")
         self.X, self.P, self.Z, self.A, self.S = X1, P1, Z1, A1, S1
         self.S_dot, self.Bound, self.osc = S1_dot, Bound, osc1

@@ -22,7 +22,7 @@ def is_finite(stepper, new, norm: float) -> bool:
     non-finite logit in the dissipated energy: no need to sum ``Z`` then)."""
     return (math.isfinite(norm) and math.isfinite(new.dissipated + new.work)
             and (getattr(stepper, "logits_in_dissipation", False) or new.Z is None
-                 or math.isfinite(float(en._sum_reduce(new.Z, None)))))
+                 or math.isfinite(float(en.sum_reduce(new.Z, None)))))
 
 
 def check_step(spec, problem, old, new, memo, norm: float, norm_limit: float):

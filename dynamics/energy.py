@@ -11,7 +11,7 @@ import numpy as np
 
 # The ufunc reductions themselves, for the per-step paths: the ndarray methods and np.sum
 # add a Python wrapper (same values).
-_max_reduce, _min_reduce, _sum_reduce = np.maximum.reduce, np.minimum.reduce, np.add.reduce
+max_reduce, min_reduce, sum_reduce = np.maximum.reduce, np.minimum.reduce, np.add.reduce
 
 
 def scores(X, M):
@@ -51,9 +51,9 @@ def rowsoftmax(Z, centred=False, out=None):
     if centred:
         E = np.exp(Z, out=out)
     else:
-        E = np.subtract(Z, _max_reduce(Z, 1, keepdims=True), out=out)
+        E = np.subtract(Z, max_reduce(Z, 1, keepdims=True), out=out)
         np.exp(E, out=E)
-    E *= np.divide(1.0, _sum_reduce(E, 1))[:, None]  # one division per row, not per entry
+    E *= np.divide(1.0, sum_reduce(E, 1))[:, None]  # one division per row, not per entry
     return E
 
 
@@ -132,4 +132,4 @@ def row_variance(A, W, work=None):
 def oscillation(V):
     """Row oscillation ``osc(v) = max_j v_j − min_j v_j`` over the last axis, shape
     (N, N) → (N,) (or a stack of such matrices, (k, N, N) → (k, N))."""
-    return _max_reduce(V, -1) - _min_reduce(V, -1)
+    return max_reduce(V, -1) - min_reduce(V, -1)

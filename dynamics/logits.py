@@ -15,7 +15,7 @@ import math
 import numpy as np
 from scipy.linalg.blas import daxpy
 
-from .energy import _max_reduce, row_variance
+from .energy import max_reduce, row_variance
 
 
 def phi1(x):
@@ -34,14 +34,14 @@ def centre_rows(Z, out=None):
 
     ``out`` (may be ``Z`` itself) receives the result; a new array otherwise.
     """
-    return np.subtract(Z, _max_reduce(Z, -1, keepdims=True), out=out)
+    return np.subtract(Z, max_reduce(Z, -1, keepdims=True), out=out)
 
 
 def axpy(a, x, y):
     """``y += a x`` in place, in one pass over memory (BLAS axpy on the flat arrays)."""
     if a == 0.0:
         return y
-    if y.size < _AXPY_MIN_SIZE:  # small arrays: two NumPy passes cost less than BLAS
+    if y.size < AXPY_MIN_SIZE:  # small arrays: two NumPy passes cost less than BLAS
         y += a * x
     elif (x.dtype == y.dtype == np.float64 and x.flags.c_contiguous
           and y.flags.c_contiguous and x.shape == y.shape):
@@ -52,7 +52,7 @@ def axpy(a, x, y):
 
 
 #: Size from which :func:`axpy` calls BLAS.
-_AXPY_MIN_SIZE = 4096
+AXPY_MIN_SIZE = 4096
 
 
 def logit_coefficients(beta, lam, h):

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .energy import _max_reduce, _min_reduce, oscillation, row_variance, rowsoftmax
+from .energy import max_reduce, min_reduce, oscillation, row_variance, rowsoftmax
 from .logits import axpy, centre_rows, phi1
 from .workspace import Workspace
 
@@ -77,7 +77,7 @@ def relaxation_averages(Z, S_hat, beta, lam, tau, A0=None, lag=None, *, W0=None,
         if lag is not None:
             W0 -= lag
     x = lam * tau
-    spread = (1.0 - math.exp(-x)) * float(_max_reduce(oscillation(W0), None))
+    spread = (1.0 - math.exp(-x)) * float(max_reduce(oscillation(W0), None))
     u, coef = simpson_nodes(x, simpson_panels(spread))
     var_work = work.get("relax.var", shape)
 
@@ -267,8 +267,8 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
             k_rows = r1 - r0
             Zb = Z[r0:r1]
             w = np.subtract(Zb, T[r0:r1], out=Wb[:k_rows])
-            _max_reduce(w, 1, out=hi[r0:r1])
-            _min_reduce(w, 1, out=lo[r0:r1])
+            max_reduce(w, 1, out=hi[r0:r1])
+            min_reduce(w, 1, out=lo[r0:r1])
             w2 = np.multiply(w, w, out=W2[:k_rows])
             w3 = np.multiply(w2, w, out=W3[:k_rows])
             for k, (u, out) in enumerate(samples):

@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from .. import energy as en
-from ..energy import _max_reduce
+from ..energy import max_reduce
 from ..logits import (
     axpy,
     centre_rows,
@@ -338,7 +338,7 @@ class EtdVerlet(Stepper):
                                    work.get("etd.Wt", shape))
         # osc(W₀) only where it is read: after a graded step, and on a transient (a step
         # that tracks keeps the quick test of :func:`tracks`)
-        osc_W0 = float(_max_reduce(en.oscillation(W0), None)) if carry.graded_osc else None
+        osc_W0 = float(max_reduce(en.oscillation(W0), None)) if carry.graded_osc else None
         decaying = osc_W0 is not None and graded_on(osc_W0, carry.graded_osc, lam * h)
         if not decaying and tracks(Wt, work.get("etd.dev", shape)):
             tr = tracking_correction(st.A, Wt, dS, lam * h, lam / beta, c.lag, work)
@@ -352,7 +352,7 @@ class EtdVerlet(Stepper):
         if vm:
             dissipated -= prob.kappa * feedback_work(prob.W_V, st.X, X1, st.A, A1, A_mean)
         if osc_W0 is None:
-            osc_W0 = float(_max_reduce(en.oscillation(W0), None))
+            osc_W0 = float(max_reduce(en.oscillation(W0), None))
         # a distant start, or any large transient under a strong feedback (see GRADED_GAIN)
         start = fresh(carry) or gain > GRADED_GAIN * lam
         graded = decaying or graded_on(osc_W0, 0.0, lam * h, start)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import energy as en
-from ..energy import _max_reduce
+from ..energy import max_reduce
 from ..logits import axpy, logit_step, phi1
 from ..relaxation import simpson_panels
 
@@ -85,9 +85,9 @@ def tracks(W0, dev, limit=TRANSIENT_OSC) -> bool:
     """
     if W0.size <= QUICK_TRACK_SIZE:
         dev = np.subtract(W0, W0[:, :1], out=dev)
-        if float(_max_reduce(np.abs(dev, out=dev), None)) <= 0.49 * limit:
+        if float(max_reduce(np.abs(dev, out=dev), None)) <= 0.49 * limit:
             return True
-    return float(_max_reduce(en.oscillation(W0), None)) <= limit
+    return float(max_reduce(en.oscillation(W0), None)) <= limit
 
 
 def lagged_start(Z0, S0, S1, beta, ell, out):
@@ -250,7 +250,7 @@ def transient_mean(Z0, S0, S1, A0, A1, W0, beta, lam, h, work, prefix):
     # the frozen relaxation's mean, and the first-order response of the transient to the
     # score motion, by composite Gauss–Legendre in u
     J0 = _response(A_T, V)
-    spread = (1.0 - E) * float(_max_reduce(en.oscillation(W0), None))
+    spread = (1.0 - E) * float(max_reduce(en.oscillation(W0), None))
     edges = np.linspace(E, 1.0, simpson_panels(spread) + 1)
     frozen_q, response_p = np.zeros(shape), np.zeros(shape)
     for a, b in zip(edges[:-1], edges[1:], strict=True):
@@ -301,7 +301,7 @@ def neg_entropy(A, Z):
     """``Σ A log A`` of ``A = rowsoftmax(Z)`` for logits with row maxima 0 (as the steppers
     keep them), without a logarithm per entry: row ``i``'s log-normaliser is
     ``−log max_j A_ij``."""
-    return float(np.vdot(A, Z)) + float(np.log(_max_reduce(A, 1)).sum())
+    return float(np.vdot(A, Z)) + float(np.log(max_reduce(A, 1)).sum())
 
 
 def trapezoid_path_dissipation(S0, A0, n0, S1, A1, n1, beta):
