@@ -167,7 +167,7 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
         """A setting changed: the simulation decides whether that restarts the run
         (:meth:`dynamics.Simulation.sync`); a restart resets the plots, a continued run
         shows the change on the current state. Settings changed together (a preset,
-        pasted settings) restart the run once, when all are set (:meth:`_changing`)."""
+        pasted settings) restart the run once, when all are set (:meth:`changing`)."""
         if not self._ready:
             return
         if not self._from_preset and any(e.name == "model" for e in events):
@@ -230,6 +230,18 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
         if changed:
             self.reference_settings.param.update(**changed)
 
+    @property
+    def run_error(self) -> bool:
+        """The notice shows an error of the run (the next restart clears it)."""
+        return self._run_error
+
+    def show_error(self, message: str) -> None:
+        """``message`` in the page's notice, as an error of the run: the next restart
+        clears it."""
+        self.notice = message
+        self._run_error = True
+        self._show_notice()
+
     def reset(self) -> None:
         """Restart the run (and the comparison run) from the initial state."""
         if self._run_error:
@@ -276,7 +288,7 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
         over in seconds can be shown again. A preset's quench that has happened is undone
         and armed again, so the replay shows it too."""
         fired, self._fired_quench = self._fired_quench, None
-        with self._changing(preset=fired is not None):  # restarts the run once
+        with self.changing(preset=fired is not None):  # restarts the run once
             if fired is not None:
                 quench, before, running = fired
                 self.settings.param.update(**before)

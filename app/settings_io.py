@@ -183,7 +183,7 @@ class SettingsIO(param.Parameterized):
         server.locked(self.load_preset)()
 
     @contextmanager
-    def _changing(self, preset: bool = False):
+    def changing(self, preset: bool = False):
         """Change several settings inside the block; the run restarts once, after it.
 
         The dashboard's watcher of the settings waits (``_batch``) until every setting
@@ -271,7 +271,7 @@ class SettingsIO(param.Parameterized):
             return False
         values = presets.preset_values(preset)
         self.paste_message = ""  # (said of settings no longer shown)
-        with self._changing(preset=True):
+        with self.changing(preset=True):
             self.settings.param.update(**values)
             self.compare = preset.get("compare", False)
             self._quench = dict(preset["quench"]) if "quench" in preset else None
@@ -346,7 +346,7 @@ class SettingsIO(param.Parameterized):
                                   + "\n".join(f"- {p}" for p in problems))
             return False
         self._quench = self._fired_quench = None
-        with self._changing():
+        with self.changing():
             self.settings.param.update(**values)
         self.paste_message = (f"pasted settings applied; not applied, as {unused[0]} does not "
                               f"use them: {', '.join(unused[1])}" if unused else "")

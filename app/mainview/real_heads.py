@@ -189,9 +189,7 @@ class RealHeads(pn.viewable.Viewer):
         """``message`` in the page's notice (cleared by the next restart) and under the
         sentence box."""
         dash = self.dashboard
-        dash.notice = message
-        dash._run_error = True  # (the next restart clears it)
-        dash._show_notice()
+        dash.show_error(message)
         if dash.settings.weights == "checkpoint":
             self.sentence_note.object = f"**{message}**"
 
@@ -203,7 +201,7 @@ class RealHeads(pn.viewable.Viewer):
         if labels != self._tokens:
             self._tokens = labels
             label_axes((*self.dashboard.heatmaps.figures, self.model_fig), tokens, labels[1])
-            if self.installed and not self.dashboard._run_error:
+            if self.installed and not self.dashboard.run_error:
                 self.sentence_note.object = ""
         self._show_model_attention(frame)
         if tokens:
@@ -308,7 +306,7 @@ class RealHeads(pn.viewable.Viewer):
             raise ValueError(f"X must be a matrix (N, d), got shape {X.shape}")
         values = {"weights": "seed", "heads": "one", "n_tokens": X.shape[0], "dim": X.shape[1]}
         Simulation(dash.settings.copy(**values), **arrays)  # refuses what does not fit
-        with dash._changing():
+        with dash.changing():
             dash.settings.param.update(**values)
         dash.sim = Simulation(dash.settings, **arrays)
         dash.reset()

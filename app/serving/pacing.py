@@ -136,6 +136,11 @@ class FrameGovernor:
             self.scale = min(1.0, self.scale + INCREASE)
         return self.scale
 
+    def forget(self) -> None:
+        """Forget the load measured so far (nobody plays): full frame rate again."""
+        self.scale = 1.0
+        self._lags.clear()
+
     def cap(self, max_fps: float, tick_seconds: float) -> float:
         """Frames per second a session asking ``max_fps`` may send now.
 
@@ -202,8 +207,7 @@ class LoopMonitor:
         sessions = self.count_sessions()
         self.governor.observe_lag(lag, sessions)
         if sessions == 0:  # nobody plays: stop probing (and forget the load)
-            self.governor.scale = 1.0
-            self.governor._lags.clear()
+            self.governor.forget()
             self._loop = None
             return
         self._schedule()
