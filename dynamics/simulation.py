@@ -193,7 +193,7 @@ class Simulation:
 
     def use_stepper(self, stepper, dt: float | None = None) -> None:
         """Advance the current run with ``stepper`` (a :class:`~dynamics.steppers.base.Stepper`
-        on :attr:`problem`, e.g. :class:`~dynamics.adaptive.AdaptiveStepper`) instead of
+        on :attr:`problem`, e.g. :class:`~dynamics.solvers.adaptive.AdaptiveStepper`) instead of
         the model's own, with steps of ``dt`` (default: the setting), until a restart or
         a setting change that continues the run."""
         self._finish()

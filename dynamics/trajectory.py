@@ -1,9 +1,9 @@
 """One entry point to simulate, and one result type (STYLE.md point 3).
 
 With ``rtol`` (:func:`simulate_adaptive`) the run is stepped by the stepper whose steps an
-error estimate controls: DOP853 (:mod:`dynamics.explicit`), the exponential method
-(:mod:`dynamics.exprk`) or the model's own step composed or doubled
-(:mod:`dynamics.adaptive`).
+error estimate controls: DOP853 (:mod:`dynamics.solvers.explicit`), the exponential method
+(:mod:`dynamics.solvers.exprk`) or the model's own step composed or doubled
+(:mod:`dynamics.solvers.adaptive`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import models
-from .adaptive import AdaptiveStepper
-from .explicit import ExplicitStepper, explicit_states, explicit_suits
-from .exprk import ExponentialStepper, exponential_suits
 from .frame import Frame
 from .settings import Settings
 from .simulation import Simulation
+from .solvers.adaptive import AdaptiveStepper
+from .solvers.explicit import ExplicitStepper, explicit_states, explicit_suits
+from .solvers.exprk import ExponentialStepper, exponential_suits
 
 
 @dataclass
@@ -159,11 +159,11 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         only the first step tried): each step's local error stays within
         ``atol + rtol·|y|`` (``atol`` defaults to ``rtol/100``), measured as
         ``solve_ivp`` measures its own: DOP853 on the whole system for a canonical run
-        whose relaxation is not stiff (:mod:`dynamics.explicit`), an exponential
-        Runge–Kutta method of stiff order 4 for a stiff one (:mod:`dynamics.exprk`;
+        whose relaxation is not stiff (:mod:`dynamics.solvers.explicit`), an exponential
+        Runge–Kutta method of stiff order 4 for a stiff one (:mod:`dynamics.solvers.exprk`;
         its ``∫D`` comes from the energy balance, so ``energy_residual`` checks nothing
         there), else a fourth-order composition of the model's step where that step is
-        symmetric (:mod:`dynamics.adaptive`). Frames come every
+        symmetric (:mod:`dynamics.solvers.adaptive`). Frames come every
         ``every`` steps, at uneven times; the trajectory's ``steps`` attribute counts the
         steps kept and rejected and names the ``method``.
     arrays : dict, optional
@@ -207,10 +207,10 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
 
 def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: float | None,
                       diagnostics: bool = True):
-    """:func:`simulate` with ``rtol`` (see :mod:`dynamics.adaptive`):
+    """:func:`simulate` with ``rtol`` (see :mod:`dynamics.solvers.adaptive`):
     a frame every ``every`` kept steps, the first at ``t = 0`` and the last at ``t_end``.
     ``diagnostics=False``: the states only (the non-stiff canonical branch then skips
-    the diagnostics' work, :func:`~dynamics.explicit.explicit_states`)."""
+    the diagnostics' work, :func:`~dynamics.solvers.explicit.explicit_states`)."""
     rtol = _tolerance("rtol", rtol)
     atol = 1e-2 * rtol if atol is None else _tolerance("atol", atol)
     if not diagnostics:

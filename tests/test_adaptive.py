@@ -269,7 +269,7 @@ def test_fused_field_is_the_readable_one(values, seed):
     """The fused field of the explicit branch against the model's readable equations
     (``coupled_reference``: velocity, force, ``−λ(Z − βS)``, D)."""
     from dynamics import models
-    from dynamics.explicit import canonical_field
+    from dynamics.solvers.explicit import canonical_field
 
     prob, st, _ = _canonical_state(seed, **values)
     rhs, y0, _ = models.get("canonical").readable["reference"](prob, st)
@@ -284,7 +284,7 @@ def test_explicit_branch_has_order_eight():
     from scipy.integrate import DOP853
 
     from dynamics import models
-    from dynamics.explicit import canonical_field
+    from dynamics.solvers.explicit import canonical_field
 
     prob, st, B = _canonical_state(3, gamma=2.0)
     rhs, y0, _ = models.get("canonical").readable["reference"](prob, st)
@@ -314,7 +314,7 @@ def solve_ivp_tight(rhs, y0, t_end=1.0):
     ({"gamma": 1.0}, True), ({"gamma": 20.0, "beta": 0.5}, True),
     ({"gamma": 100.0}, False), ({"gamma": 1000.0}, False)])
 def test_simulate_rtol_chooses_its_branch_by_the_relaxation_rate(values, explicit):
-    from dynamics.explicit import EXPLICIT_RATE
+    from dynamics.solvers.explicit import EXPLICIT_RATE
 
     s = Settings(model="canonical", n_tokens=4, dim=3, **values)
     run = simulate(s, 0.05, every=10**6, rtol=1e-4)
@@ -323,7 +323,7 @@ def test_simulate_rtol_chooses_its_branch_by_the_relaxation_rate(values, explici
 
 
 def test_other_models_never_take_the_explicit_branch():
-    from dynamics.explicit import explicit_suits
+    from dynamics.solvers.explicit import explicit_suits
 
     for model in ("value_matching", "cotangent_lift", "reduced", "attention"):
         sim = Simulation(Settings(model=model, n_tokens=4, dim=3))
@@ -344,10 +344,10 @@ def test_simulate_rtol_diagnostics_against_the_tight_reference(branch, gamma, va
     reference that carries ∫D and B as extra states (DOP853, rtol 1e-10)."""
     from stiff_reference import coupled_reference
 
-    import dynamics.explicit
+    import dynamics.solvers.explicit
 
     if branch != "DOP853":
-        monkeypatch.setattr(dynamics.explicit, "EXPLICIT_RATE", 0.0)
+        monkeypatch.setattr(dynamics.solvers.explicit, "EXPLICIT_RATE", 0.0)
     s = Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=gamma,
                  init_momentum="random", init_attention="random", **values)
     ref = coupled_reference(s, 1.0)
@@ -374,7 +374,7 @@ def test_first_step_measures_momenta_at_rest_at_the_state_scale():
     meets its accuracy."""
     from scipy.integrate import DOP853
 
-    from dynamics.explicit import canonical_field, first_step
+    from dynamics.solvers.explicit import canonical_field, first_step
 
     s = Settings(model="canonical", n_tokens=8, dim=4)
     sim = Simulation(s)
@@ -395,7 +395,7 @@ def test_fused_field_of_a_real_head_keeps_its_constant_column_fixed():
     """A real head (its last feature column constant, ``fixed = 1``): the fused field
     against the readable one, and no force on that column."""
     from dynamics import models
-    from dynamics.explicit import canonical_field
+    from dynamics.solvers.explicit import canonical_field
 
     sim = Simulation(Settings(model="canonical", weights="minilm", init_momentum="random"))
     prob, st = sim.problem, sim.state
@@ -413,7 +413,7 @@ def test_first_step_is_scipy_s_where_every_component_is_at_the_state_scale():
     order changes it by a factor ~2 here)."""
     from scipy.integrate import DOP853
 
-    from dynamics.explicit import first_step
+    from dynamics.solvers.explicit import first_step
 
     def field(t, y):
         return np.sin(3.0 * t) - y**3 + 0.3 * y[::-1]
@@ -433,7 +433,7 @@ def test_rtol_run_counts_its_field_evaluations_and_rejected_steps_exactly(monkey
     ``rejected`` against a count of scipy's attempted steps."""
     import scipy.integrate._ivp.rk as rk
 
-    import dynamics.explicit as explicit
+    import dynamics.solvers.explicit as explicit
 
     calls = {"field": 0, "attempts": 0}
     make_field, rk_step = explicit.canonical_field, rk.rk_step
@@ -498,8 +498,8 @@ def test_states_only_run_equals_the_full_run_s_states(values, rtol, every):
 def test_states_only_non_stiff_run_skips_the_diagnostics_and_the_engine(monkeypatch):
     """The states of a non-stiff canonical ``rtol`` run come straight from the solver: no
     frame's diagnostics, no tracking-bound quadrature, no engine step."""
-    import dynamics.explicit
     import dynamics.simulation
+    import dynamics.solvers.explicit
 
     settings = Settings(model="canonical", n_tokens=8, dim=4)
     expected = simulate(settings, 2.0, every=2, rtol=1e-4)
@@ -507,7 +507,7 @@ def test_states_only_non_stiff_run_skips_the_diagnostics_and_the_engine(monkeypa
     def refused(*args, **kwargs):
         raise AssertionError("diagnostics computed for a states-only run")
 
-    monkeypatch.setattr(dynamics.explicit, "bound_steps", refused)
+    monkeypatch.setattr(dynamics.solvers.explicit, "bound_steps", refused)
     monkeypatch.setattr(dynamics.simulation.Simulation, "frame", refused)
     monkeypatch.setattr(dynamics.simulation.Simulation, "advance", refused)
     states = simulate(settings, 2.0, every=2, rtol=1e-4, diagnostics=False)

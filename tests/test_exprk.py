@@ -1,4 +1,5 @@
-"""The exponential branch of ``simulate(rtol)`` (stiff canonical runs, ``dynamics/exprk.py``).
+"""The exponential branch of ``simulate(rtol)`` (stiff canonical runs,
+``dynamics/solvers/exprk.py``).
 
 The φ-functions against their integrals (``scipy.integrate.quad``), the coefficients
 against the conditions that define them, the order of the fixed-step method against a
@@ -15,8 +16,8 @@ from helpers import fitted_order
 from scipy.integrate import quad, solve_ivp
 
 from dynamics import Settings, Simulation, models, simulate
-from dynamics.explicit import EXPLICIT_RATE, canonical_field
-from dynamics.exprk import ExponentialStepper, ExpRK4, coefficients, exponential_suits, phis
+from dynamics.solvers.explicit import EXPLICIT_RATE, canonical_field
+from dynamics.solvers.exprk import ExponentialStepper, ExpRK4, coefficients, exponential_suits, phis
 
 Z_VALUES = (0.0, -1e-9, -1e-4, -0.3, -0.999, -1.0, -1.001, -7.5, -100.0, -1e4, 0.4, 2.0)
 

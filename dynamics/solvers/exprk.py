@@ -1,8 +1,8 @@
 """Accuracy on request for a stiff canonical run: an exponential Runge–Kutta method.
 
-When the relaxation is stiff (``λ = γ/β`` above :data:`~dynamics.explicit.EXPLICIT_RATE`),
+When the relaxation is stiff (``λ = γ/β`` above :data:`~dynamics.solvers.explicit.EXPLICIT_RATE`),
 the stiffness of the canonical model sits in one linear term. In the fused system of
-:func:`~dynamics.explicit.canonical_field`, ``y = [X, P, Z, ∫D]``, the logits are stepped
+:func:`~dynamics.solvers.explicit.canonical_field`, ``y = [X, P, Z, ∫D]``, the logits are stepped
 as their distance to the scores, ``W = Z − βS(X)``:
 
     Ẇ = −λ W − β dS/dt,      u = [X, P, W, ∫D],   u̇ = L u + N(u),
@@ -55,7 +55,7 @@ out of the estimate and the reported ``∫D`` is the energy balance of the canon
 (no work): ``∫D(t) = ∫D(t₀) + H(t₀) − H(t)`` — as accurate as ``H``; on this branch the
 ``energy_residual`` diagnostic is therefore zero to rounding and checks nothing.
 
-Everything else is the explicit branch's (:class:`~dynamics.explicit.ExplicitStepper`:
+Everything else is the explicit branch's (:class:`~dynamics.solvers.explicit.ExplicitStepper`:
 first step, tracking bound by quadrature on each step, a step crossing the norm limit
 ending at the crossing); the field at each step's end is the next step's first stage.
 Per kept step: 5 evaluations of the field; per rejected step: 4.
@@ -68,11 +68,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import energy as en
+from .. import energy as en
+from ..logits import centre_rows
+from ..models import canonical
+from ..models.canonical import CanonicalProblem
 from .explicit import EXPLICIT_RATE, ExplicitStepper
-from .logits import centre_rows
-from .models import canonical
-from .models.canonical import CanonicalProblem
 
 #: Step-size factors of the controller: safety, smallest and largest change.
 SAFETY, SHRINK, GROW = 0.9, 0.2, 5.0
@@ -124,7 +124,7 @@ def coefficients(z: float) -> np.ndarray:
 def exponential_suits(problem) -> str | None:
     """Why :class:`ExponentialStepper` should not run ``problem``, or None when it should:
     a single-head canonical model whose relaxation rate exceeds
-    :data:`~dynamics.explicit.EXPLICIT_RATE` (below it, DOP853 is cheaper)."""
+    :data:`~dynamics.solvers.explicit.EXPLICIT_RATE` (below it, DOP853 is cheaper)."""
     if type(problem) is not CanonicalProblem:
         return f"{type(problem).__name__} has no fused field for the exponential branch"
     if problem.relaxation_rate <= EXPLICIT_RATE:
@@ -136,7 +136,7 @@ def exponential_suits(problem) -> str | None:
 class ExpRK4:
     """The exponential Runge–Kutta pair of the module docstring on ``ẏ = f(y)`` with
     ``L = −lam`` on the components where ``stiff`` is True; the interface of scipy's
-    ``OdeSolver`` that :class:`~dynamics.explicit.ExplicitStepper` uses (``t``, ``y``,
+    ``OdeSolver`` that :class:`~dynamics.solvers.explicit.ExplicitStepper` uses (``t``, ``y``,
     ``f``, ``step()``, ``status``, ``nfev``, ``dense_output()``); :meth:`attempt` and
     :meth:`inner` show the inside of one step."""
 
@@ -279,7 +279,7 @@ class ExpRK4:
 
 
 class ExponentialStepper(ExplicitStepper):
-    """:class:`~dynamics.explicit.ExplicitStepper` with :class:`ExpRK4` in place of
+    """:class:`~dynamics.solvers.explicit.ExplicitStepper` with :class:`ExpRK4` in place of
     DOP853: one kept exponential step per :meth:`step` (stiff canonical runs)."""
 
     order = 4

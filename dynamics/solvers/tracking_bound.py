@@ -1,5 +1,5 @@
-"""The tracking bound of a step taken by a solver of its own (:mod:`dynamics.explicit`,
-:mod:`dynamics.exprk`), by quadrature.
+"""The tracking bound of a step taken by a solver of its own (:mod:`dynamics.solvers.explicit`,
+:mod:`dynamics.solvers.exprk`), by quadrature.
 
 The bound ``dB/dt = −λB + β osc(dS/dt)`` is not in the solver's system: ``osc`` (a max
 minus a min) has kinks wherever a row's extreme entry changes, which the error estimate

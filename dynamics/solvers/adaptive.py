@@ -2,11 +2,11 @@
 :func:`~dynamics.trajectory.simulate_adaptive` chooses the stepper).
 
 A canonical run whose relaxation is not stiff (``λ = γ/β`` at most
-:data:`~dynamics.explicit.EXPLICIT_RATE`) is stepped by DOP853 on the whole system
-(:mod:`dynamics.explicit`: an explicit pair of order 8 is the right tool there, and one of
+:data:`~dynamics.solvers.explicit.EXPLICIT_RATE`) is stepped by DOP853 on the whole system
+(:mod:`dynamics.solvers.explicit`: an explicit pair of order 8 is the right tool there, and one of
 our symmetric steps costs as much as a field evaluation at small N). A stiff one
 (single-head canonical, ``λ`` above that) is stepped by the exponential Runge–Kutta
-method of stiff order 4 of :mod:`dynamics.exprk` on the same fused field. Every other
+method of stiff order 4 of :mod:`dynamics.solvers.exprk` on the same fused field. Every other
 run takes the steps below.
 
 Two kinds of step, each with its error estimate ``err``, measured as ``solve_ivp``
@@ -45,10 +45,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import energy as en
-from .logits import centre_rows, score_rate
-from .steppers.base import Stepper, TooStiff
-from .steppers.composition import (
+from .. import energy as en
+from ..logits import centre_rows, score_rate
+from ..steppers.base import Stepper, TooStiff
+from ..steppers.composition import (
     SCHEMES,
     Composition,
     composable,
@@ -56,10 +56,10 @@ from .steppers.composition import (
     largest_step,
     settle,
 )
-from .steppers.etd_verlet import EtdVerlet
-from .steppers.exact_logit import ExactLogit
-from .steppers.tracked_verlet import TrackedEtdVerlet
-from .steppers.verlet_carry import VerletCarry
+from ..steppers.etd_verlet import EtdVerlet
+from ..steppers.exact_logit import ExactLogit
+from ..steppers.tracked_verlet import TrackedEtdVerlet
+from ..steppers.verlet_carry import VerletCarry
 
 #: The composition used where the model's step is symmetric.
 SCHEME = "suzuki4"

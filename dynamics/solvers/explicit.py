@@ -16,13 +16,13 @@ with ``A = rowsoftmax(Z)``: the dissipated energy is integrated with the state, 
 
 The tracking bound ``dB/dt = −λB + β osc(dS/dt)`` is not in the system (its kinks made
 DOP853 reject one step in two): each step updates it by quadrature
-(:func:`~dynamics.tracking_bound.bound_steps`).
+(:func:`~dynamics.solvers.tracking_bound.bound_steps`).
 
 Why a threshold on ``λ``: DOP853's stability interval on the negative real axis ends
 near ``−6``, so once ``λh`` would exceed that the relaxation, not the accuracy, limits its
 step (its cost then grows like ``λ t_end``); the exact logit step of the other branch
-(:mod:`dynamics.adaptive`) has no such limit, nor has the exponential Runge–Kutta method
-that now steps stiff canonical runs (:mod:`dynamics.exprk`). :data:`EXPLICIT_RATE` is where
+(:mod:`dynamics.solvers.adaptive`) has no such limit, nor has the exponential Runge–Kutta method
+that now steps stiff canonical runs (:mod:`dynamics.solvers.exprk`). :data:`EXPLICIT_RATE` is where
 DOP853 and the step-doubled exact logit step (the table's "other branch") cost about
 the same at ``rtol = 1e-4`` on the benchmark problem (canonical, N = 8, d = 4, β = 1,
 t = 2; ms per run, load average ≈ 1.5, error ``max|X − X_ref|`` in brackets):
@@ -45,11 +45,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.integrate import DOP853
 
-from . import energy as en
-from .logits import centre_rows
-from .models.canonical import CanonicalProblem
-from .state import State
-from .steppers.base import Stepper
+from .. import energy as en
+from ..logits import centre_rows
+from ..models.canonical import CanonicalProblem
+from ..state import State
+from ..steppers.base import Stepper
 from .tracking_bound import bound_steps
 
 #: Largest ``λ = γ/β`` whose canonical runs ``simulate(rtol)`` steps with DOP853.
@@ -225,7 +225,7 @@ class ExplicitStepper(Stepper):
 
     def _new_solver(self, t0, y0, h):
         """The solver of a run from ``(t0, y0)``, first step ``h`` (a subclass may change
-        it: :class:`~dynamics.exprk.ExponentialStepper`)."""
+        it: :class:`~dynamics.solvers.exprk.ExponentialStepper`)."""
         return DOP853(self._field, t0, y0, self.t_end, rtol=self.rtol, atol=self.atol,
                       first_step=h)
 
