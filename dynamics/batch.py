@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from . import energy as en
+from .batch_diagnostics import stacked_frames
 from .diagnostics import wanted
 from .logits import AXPY_MIN_SIZE, exp_trapezoid, logit_coefficients
 from .settings import Settings
@@ -321,8 +322,11 @@ class CanonicalBatch:
                         self.step_alone()
                 done += chunk
                 row = {int(i): k for k, i in enumerate(self.rows)}
+                stacked = stacked_frames(self, names)  # (None: each run reports alone)
                 for i in recorded:
-                    frames[i].append(self._frame(i, row.get(int(i)), names))
+                    k = row.get(int(i))
+                    frames[i].append(self._frame(i, k, names) if stacked is None or k is None
+                                     else stacked(k))
         return [Trajectory.from_frames(s, f, sim)
                 for s, f, sim in zip(self.settings, frames, self.sims, strict=True)]
 

@@ -94,6 +94,30 @@ def test_batched_runs_with_some_diagnostics_equal_the_full_runs():
             assert all(list(p.diagnostics) == ["t"] for p in part)
 
 
+@pytest.mark.parametrize("N, d, n_runs", [(8, 4, 16), (40, 6, 3)])
+def test_the_lag_computed_on_a_batchs_stacks_equals_each_run_alone(N, d, n_runs):
+    """``kl``, ``kl_bound``, ``dissipated``, ``work`` come from the batch's stacks
+    (:mod:`dynamics.batch_diagnostics`): bit-identical to each run's own, varied runs,
+    one of which stops part-way."""
+    rng = np.random.default_rng(3)
+    runs = [Settings(model="canonical", n_tokens=N, dim=d, seed=int(rng.integers(1000)),
+                     beta=float(rng.choice([0.3, 1.0, 3.0])),
+                     gamma=float(rng.uniform(0.05, 1.2)),
+                     mass=float(rng.choice([1.0, 2.0])),
+                     confinement=float(rng.choice([0.0, 2.0])),
+                     init_attention=str(rng.choice(["uniform", "random", "softmax"])),
+                     init_momentum=str(rng.choice(["zero", "random"])))
+            for _ in range(n_runs)]
+    runs[1] = Settings(model="canonical", n_tokens=N, dim=d, seed=0, gamma=0.5,
+                       init_momentum="random", confinement=0.0, norm_limit=1.2 * float(
+                           np.linalg.norm(Simulation(seed=0, n_tokens=N, dim=d).state.X)))
+    asked = ("kl", "kl_bound", "dissipated", "work")
+    batched = simulate_batch(runs, 1.0, 3, diagnostics=asked)
+    assert batched[1].status == "diverged" and batched[1].diverged_at < 1.0
+    for s, run in zip(runs, batched, strict=True):
+        _assert_subset(run, simulate(s, 1.0, 3), asked)
+
+
 def test_diagnostics_must_be_a_bool_or_a_collection_of_names():
     assert wanted(True) is None
     assert wanted(False) == {"t"} == wanted(())
