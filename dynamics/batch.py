@@ -31,6 +31,8 @@ import math
 import numpy as np
 
 from . import energy as en
+from .batch_diagnostics import stacked_frames
+from .diagnostics import wanted
 from .logits import AXPY_MIN_SIZE, exp_trapezoid, logit_coefficients
 from .settings import Settings
 from .simulation import Simulation
@@ -44,7 +46,8 @@ from .trajectory import Trajectory, simulate
 BATCHED_MODELS = ("canonical",)
 
 
-def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1) -> list[Trajectory]:
+def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1,
+                   diagnostics=True) -> list[Trajectory]:
     """Run every settings of ``settings_list`` from ``t = 0`` to ``t_end`` together.
 
     Parameters
@@ -52,14 +55,17 @@ def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1) -> list[T
     settings_list : sequence of Settings or dict
         The runs (a dict is ``Settings(**dict)``). They must share ``n_tokens``, ``dim``
         and ``dt``.
-    t_end, every
-        As for :func:`~dynamics.trajectory.simulate`.
+    t_end, every, diagnostics
+        As for :func:`~dynamics.trajectory.simulate` (``diagnostics=("kl",)``: ``t`` and
+        ``kl`` only, the others not computed).
 
     Returns
     -------
     list of Trajectory
-        One per run, in order, equal (``np.array_equal``) to ``simulate(s, t_end, every)``.
+        One per run, in order, equal (``np.array_equal``) to
+        ``simulate(s, t_end, every, diagnostics=diagnostics)``.
     """
+    names = wanted(diagnostics)
     runs = [s if isinstance(s, Settings) else Settings(**s) for s in settings_list]
     if not runs:
         return []
@@ -76,11 +82,13 @@ def simulate_batch(settings_list, t_end: float = 10.0, every: int = 1) -> list[T
     out: list[Trajectory | None] = [None] * len(runs)
     for i, s in enumerate(runs):
         if i not in together:
-            out[i] = simulate(s, t_end, every)
+            out[i] = simulate(s, t_end, every, diagnostics=diagnostics)
     if together:
         batch = CanonicalBatch([runs[i] for i in together])
-        for i, traj in zip(together, batch.run(t_end, int(every)), strict=True):
+        for i, traj in zip(together, batch.run(t_end, int(every), names), strict=True):
             out[i] = traj
+            if names == {"t"}:  # as simulate's
+                traj.diagnostics = {"t": traj.times}
     return out
 
 
@@ -287,17 +295,19 @@ class CanonicalBatch:
         if not keep.all():
             self._keep(keep)
 
-    def _frame(self, i, k):
-        """The frame run ``i`` (row ``k`` while it runs) reports now."""
+    def _frame(self, i, k, names):
+        """The frame run ``i`` (row ``k`` while it runs) reports now (the diagnostics
+        ``names``, None for all)."""
         sim = self.sims[i]
         if k is not None:
             sim._state, sim._carry = self._state_of(k), VerletCarry()
-        return sim.frame()
+        return sim.frame(names, arrays=False)
 
-    def run(self, t_end: float, every: int) -> list[Trajectory]:
-        """Step to ``t_end`` (``round(t_end/dt)`` steps), a frame every ``every`` steps."""
+    def run(self, t_end: float, every: int, names=None) -> list[Trajectory]:
+        """Step to ``t_end`` (``round(t_end/dt)`` steps), a frame every ``every`` steps,
+        with the diagnostics ``names`` (None: all)."""
         n_steps = max(1, int(round(t_end / self.h)))
-        frames = [[sim.frame()] for sim in self.sims]
+        frames = [[sim.frame(names, arrays=False)] for sim in self.sims]
         done = 0
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             while done < n_steps and len(self.rows):
@@ -312,8 +322,11 @@ class CanonicalBatch:
                         self.step_alone()
                 done += chunk
                 row = {int(i): k for k, i in enumerate(self.rows)}
+                stacked = stacked_frames(self, names)  # (None: each run reports alone)
                 for i in recorded:
-                    frames[i].append(self._frame(i, row.get(int(i))))
+                    k = row.get(int(i))
+                    frames[i].append(self._frame(i, k, names) if stacked is None or k is None
+                                     else stacked(k))
         return [Trajectory.from_frames(s, f, sim)
                 for s, f, sim in zip(self.settings, frames, self.sims, strict=True)]
 

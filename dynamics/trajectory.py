@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import models
+from .diagnostics import wanted
 from .frame import Frame
 from .settings import Settings
 from .simulation import Simulation
@@ -143,7 +144,7 @@ def write_atomically(path, payload: bytes) -> None:
 
 def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int = 1,
              rtol: float | None = None, atol: float | None = None, *,
-             arrays: dict | None = None, diagnostics: bool = True, **values) -> Trajectory:
+             arrays: dict | None = None, diagnostics=True, **values) -> Trajectory:
     """Run ``settings`` from ``t = 0`` to ``t_end``, recording every ``every`` steps.
 
     Parameters
@@ -169,11 +170,14 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
     arrays : dict, optional
         Your own arrays, passed to :class:`Simulation` (``features``, ``momenta``,
         ``attention``, ``score_matrix``, ``value_matrix``, ``kernel``, ``value``).
-    diagnostics : bool
-        False: the states only (``times``, ``features``, ``momenta``, ``attention``; the
-        ``diagnostics`` hold ``t`` alone), equal to the full run's. With ``rtol`` on a
-        non-stiff canonical run the diagnostics' work is then skipped (a third to a
-        half of a short run); other runs compute them and drop them.
+    diagnostics : bool or collection of str
+        True: every diagnostic of the model. A collection of names, e.g. ``("kl",)``:
+        ``t`` and those of them the model reports, the others not computed (each value
+        bit-identical to the full run's; :func:`~dynamics.diagnostics.part_one`). False:
+        the states only (``times``, ``features``, ``momenta``, ``attention``; the
+        ``diagnostics`` hold ``t`` alone), equal to the full run's; with ``rtol`` on a
+        non-stiff canonical run the states are then stepped without the engine (a third
+        to a half of a short run).
 
     Returns
     -------
@@ -182,6 +186,7 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         diverges; the last recorded frame is then the last finite state.
     """
     settings = settings if settings is not None else Settings(**values)
+    names = wanted(diagnostics)
     if not (np.isfinite(t_end) and t_end > 0):
         raise ValueError(f"t_end must be a positive finite number, got {t_end!r}")
     if int(every) != every or every < 1:
@@ -192,28 +197,30 @@ def simulate(settings: Settings | None = None, t_end: float = 10.0, every: int =
         return simulate_adaptive(settings, t_end, every, rtol, atol, diagnostics=diagnostics)
     sim = Simulation(settings, **(arrays or {}))
     n_steps = max(1, int(round(t_end / settings.dt)))
-    frames = [sim.frame()]
+    frames = [sim.frame(names, arrays=False)]
     done = 0
     while done < n_steps and sim.status == "running":
         chunk = min(int(every), n_steps - done)
         sim.advance(chunk)
         done += chunk
-        frames.append(sim.frame())
+        frames.append(sim.frame(names, arrays=False))
     traj = Trajectory.from_frames(settings, frames, sim)
-    if not diagnostics:
+    if names == {"t"}:
         traj.diagnostics = {"t": traj.times}
     return traj
 
 
 def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: float | None,
-                      diagnostics: bool = True):
+                      diagnostics=True):
     """:func:`simulate` with ``rtol`` (see :mod:`dynamics.solvers.adaptive`):
     a frame every ``every`` kept steps, the first at ``t = 0`` and the last at ``t_end``.
-    ``diagnostics=False``: the states only (the non-stiff canonical branch then skips
-    the diagnostics' work, :func:`~dynamics.solvers.explicit.explicit_states`)."""
+    ``diagnostics``: as for :func:`simulate`; False: the states only (the non-stiff
+    canonical branch then skips the diagnostics' work,
+    :func:`~dynamics.solvers.explicit.explicit_states`)."""
     rtol = _tolerance("rtol", rtol)
     atol = 1e-2 * rtol if atol is None else _tolerance("atol", atol)
-    if not diagnostics:
+    names = wanted(diagnostics)
+    if names == {"t"}:
         traj = _states_only(settings, t_end, every, rtol, atol)
         if traj is not None:
             return traj
@@ -231,7 +238,7 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
         stepper = AdaptiveStepper(sim.problem, type(sim.stepper), rtol=rtol, atol=atol,
                                   t_end=t_end, h0=min(settings.dt, t_end))
     sim.use_stepper(stepper, dt=t_end)  # the largest step: the controller decides
-    frames = [sim.frame()]
+    frames = [sim.frame(names, arrays=False)]
     while sim.t < t_end and sim.status == "running":
         stepper.hold = True
         for _ in range(int(every)):
@@ -240,9 +247,9 @@ def simulate_adaptive(settings, t_end: float, every: int, rtol: float, atol: flo
                 break
         stepper.hold = False
         sim.advance(0)  # the deferred diagnostics of the state reported
-        frames.append(sim.frame())
+        frames.append(sim.frame(names, arrays=False))
     traj = Trajectory.from_frames(settings, frames, sim)
-    if not diagnostics:
+    if names == {"t"}:
         traj.diagnostics = {"t": traj.times}
     if isinstance(stepper, ExplicitStepper):  # DOP853 or the exponential method
         traj.steps = {"accepted": stepper.accepted, "rejected": stepper.rejected,

@@ -44,8 +44,9 @@ def _build(values, given):
                           free_motion=False)
 
 
-def _diagnostics(prob, state, energy0):
-    return diagnostics.part_one(prob, state, energy0, energy=free_energy, attention_only=True)
+def _diagnostics(prob, state, energy0, **subset):
+    return diagnostics.part_one(prob, state, energy0, energy=free_energy, attention_only=True,
+                                **subset)
 
 
 def reference(prob, state):

@@ -103,8 +103,8 @@ def _build(values, given):
     return part_one.build(values, given, problem_type=CanonicalProblem, tracked=True)
 
 
-def _diagnostics(prob, state, energy0):
-    return diagnostics.part_one(prob, state, energy0, energy=_energy, kinetic=_kinetic)
+def _diagnostics(prob, state, energy0, **subset):
+    return diagnostics.part_one(prob, state, energy0, energy=_energy, kinetic=_kinetic, **subset)
 
 
 def _reference(prob, state):
@@ -131,6 +131,7 @@ $H(t) - H(0) + \int_0^t D\,ds = 0$.</p>""",
     stepper=multi_head.either_stepper(TrackedEtdVerlet),
     energy=multi_head.either(_energy, multi_head.energy),
     diagnostics=multi_head.either(_diagnostics, multi_head.diagnostics),
+    subset_diagnostics=True,
     readable={"reference": _reference, "velocity": feature_velocity, "force": momentum_force,
            "effective_scores": effective_scores, "hamiltonian": hamiltonian},
 ))

@@ -104,9 +104,10 @@ def _build(values, given):
     return part_one.build(values, given, problem_type=CotangentLiftProblem, free_motion=False)
 
 
-def _diagnostics(prob, state, energy0):
+def _diagnostics(prob, state, energy0, **subset):
     return diagnostics.part_one(prob, state, energy0, energy=_energy, momentum=_momentum,
-                                effective_scores=_effective, not_applicable=NOT_APPLICABLE)
+                                effective_scores=_effective, not_applicable=NOT_APPLICABLE,
+                                **subset)
 
 
 def _reference(prob, state):

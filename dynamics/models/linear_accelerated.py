@@ -91,7 +91,7 @@ $y_i(0) = 0$. Energy law: $\dfrac{dH}{dt} = -\alpha(t)\sum_i y_i\cdot
     look_for="H only decreases; damping delays the blow-up of λ_max(S) past the "
              "first-order T_max.",
     build=_build, reproblem=part_two.reproblem,
-    stepper=RK4, energy=part_two.energy, diagnostics=diagnostics.part_two,
+    stepper=RK4, energy=part_two.energy, diagnostics=diagnostics.part_two, subset_diagnostics=True,
     check=part_two.check,
     readable={"velocity": velocity, "force": force, "hamiltonian": hamiltonian,
               "field": field, "reference": part_two.reference(field)},

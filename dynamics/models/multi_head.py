@@ -25,6 +25,7 @@ import numpy as np
 from scipy.special import log_softmax, softmax
 
 from .. import real_heads
+from ..diagnostics import select
 from ..energy import oscillation
 from ..initial import draw_initial_data
 from ..state import State
@@ -166,10 +167,12 @@ def energy(prob, state, log_a=None):
     return hamiltonian(prob, state.X, state.P, state.A, log_softmax(state.Z, axis=-1))
 
 
-def diagnostics(prob, state, energy0):
+def diagnostics(prob, state, energy0, names=None, arrays=True):
     """Every Part I diagnostic of a multi-head state (sums over heads), and the arrays of
     its frame: ``attention``, ``softmax``, ``target`` of the head ``shown``, ``kl_rows``
-    summed over heads, ``heads`` every head's attention (H, N, N)."""
+    summed over heads, ``heads`` every head's attention (H, N, N). ``names`` and
+    ``arrays``: all are computed, those asked for kept
+    (:func:`~dynamics.diagnostics.select`)."""
     st, beta = state, prob.beta
     S = scores(st.X, prob.M)
     log_a = log_softmax(st.Z, axis=-1)
@@ -196,9 +199,9 @@ def diagnostics(prob, state, energy0):
         "momentum_energy": kinetic,
     }
     softmax_shown = np.exp(log_star[prob.shown])
-    arrays = {"attention": st.A[prob.shown].copy(), "softmax": softmax_shown,
+    frame_arrays = {"attention": st.A[prob.shown].copy(), "softmax": softmax_shown,
               "target": softmax_shown, "kl_rows": kl_rows.sum(axis=0), "heads": st.A.copy()}
-    return diag, arrays
+    return select(diag, frame_arrays, names, arrays)
 
 
 def retrack(prob, state, values):
@@ -238,8 +241,9 @@ def reference(prob, state):
 def either(single, multi):
     """A spec function ``(problem, ...)`` that runs ``multi`` on a multi-head problem and
     ``single`` otherwise."""
-    def call(problem, *args):
-        return (multi if isinstance(problem, MultiHeadProblem) else single)(problem, *args)
+    def call(problem, *args, **kwargs):
+        return (multi if isinstance(problem, MultiHeadProblem) else single)(problem, *args,
+                                                                             **kwargs)
     call.__name__, call.__doc__ = single.__name__, single.__doc__
     return call
 

@@ -55,9 +55,9 @@ def _build(values, given):
                           free_motion=False)
 
 
-def _diagnostics(prob, state, energy0):
+def _diagnostics(prob, state, energy0, **subset):
     return diagnostics.part_one(prob, state, energy0, energy=_energy, kinetic=_kinetic,
-                                slaved=True)
+                                slaved=True, **subset)
 
 
 def _reference(prob, state):

@@ -80,6 +80,11 @@ class ModelSpec:
         Every scalar diagnostic of a state (``energy0``: ``E(0)`` of the run), and the
         arrays its frame shows besides features and momenta (``attention``, ``softmax``,
         ``target``, ``kl_rows``; absent or None where the model has none).
+    subset_diagnostics : bool
+        ``diagnostics`` also takes ``names=`` (the diagnostic names to report, None for
+        all) and ``arrays=`` (False: the frame's ``attention`` only) and computes only
+        what those read, each value bit-identical to the full computation's. Otherwise
+        (default) a run that asks for some diagnostics computes all and keeps those.
     readable : dict of str to callable
         The model's equations as written on the Theory page, for references and tests:
         ``"velocity"`` ``Ẋ = ∂H/∂P``, ``"force"`` ``Ṗ = −∂H/∂X``, ``"effective_scores"``
@@ -110,6 +115,7 @@ class ModelSpec:
     stepper: Callable
     energy: Callable | None
     diagnostics: Callable
+    subset_diagnostics: bool = False
     continue_settings: tuple = ("dt",)
     not_applicable: tuple = ()
     energy_symbol: str = "H"

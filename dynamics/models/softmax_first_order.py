@@ -58,7 +58,8 @@ SPEC = register(ModelSpec(
 $$\dot x_i = \sum_j \frac{e^{x_i^\top A x_j}}{\sum_k e^{x_i^\top A x_k}}\, V x_j.$$</p>""",
     look_for="Tokens cluster along the value directions; the attention map sharpens.",
     build=_build, reproblem=part_two.reproblem,
-    stepper=RK4, energy=None, diagnostics=diagnostics.part_two, check=part_two.check,
+    stepper=RK4, energy=None, diagnostics=diagnostics.part_two, subset_diagnostics=True,
+    check=part_two.check,
     readable={"velocity": velocity, "field": field, "reference": part_two.reference(field)},
 ))
 

@@ -121,7 +121,7 @@ clock $t/\alpha$.</p>""",
     look_for="H only decreases; with strong damping the tokens follow the first-order "
              "flow slowed down α times, with little damping they overshoot.",
     build=_build, reproblem=part_two.reproblem,
-    stepper=RK4, energy=part_two.energy, diagnostics=diagnostics.part_two,
+    stepper=RK4, energy=part_two.energy, diagnostics=diagnostics.part_two, subset_diagnostics=True,
     check=part_two.check,
     readable={"velocity": velocity, "force": force, "hamiltonian": hamiltonian,
               "field": field, "reference": part_two.reference(field)},

@@ -66,7 +66,8 @@ $y_i(0) = 0$. No Hamiltonian: the kinetic energy shown is $\frac12\|Y\|^2$.</p>"
     look_for="Compare with the inertial model: momentum alone, without the kernel's "
              "Hamiltonian structure.",
     build=_build, reproblem=part_two.reproblem,
-    stepper=RK4, energy=None, diagnostics=diagnostics.part_two, check=part_two.check,
+    stepper=RK4, energy=None, diagnostics=diagnostics.part_two, subset_diagnostics=True,
+    check=part_two.check,
     readable={"field": field, "reference": part_two.reference(field)},
 ))
 

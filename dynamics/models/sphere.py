@@ -124,11 +124,11 @@ def _reproblem(prob, state, values):
     return part_one.reslave(prob, state, values)
 
 
-def _diagnostics(prob, state, energy0):
+def _diagnostics(prob, state, energy0, **subset):
     """The Part I diagnostics (``hamiltonian`` is ``E_β``); the clusters of a state are
     :func:`dynamics.clustering.cluster_labels` of its tokens at ε = ``cluster_eps``."""
     return diagnostics.part_one(prob, state, energy0, energy=interaction_energy,
-                                slaved=True, not_applicable=("energy_residual",))
+                                slaved=True, not_applicable=("energy_residual",), **subset)
 
 
 #: ``(rhs, y0, unpack)`` for ``solve_ivp`` (the projected field on the sphere), ``y = X.ravel()``.

@@ -51,9 +51,9 @@ def _build(values, given):
                           slaved=True, free_motion=False)
 
 
-def _diagnostics(prob, state, energy0):
+def _diagnostics(prob, state, energy0, **subset):
     return diagnostics.part_one(prob, state, energy0, energy=_energy, slaved=True,
-                                not_applicable=("energy_residual",))
+                                not_applicable=("energy_residual",), **subset)
 
 
 #: ``(rhs, y0, unpack)`` for ``solve_ivp``, ``y = X.ravel()``.

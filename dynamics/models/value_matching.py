@@ -104,9 +104,9 @@ def _build(values, given):
     return part_one.build(values, given, problem_type=ValueMatchingProblem, free_motion=False)
 
 
-def _diagnostics(prob, state, energy0):
+def _diagnostics(prob, state, energy0, **subset):
     return diagnostics.part_one(prob, state, energy0, energy=_energy, kinetic=_kinetic,
-                                effective_scores=_effective, not_applicable=("kl_bound",))
+                                effective_scores=_effective, not_applicable=("kl_bound",), **subset)
 
 
 def _reference(prob, state):

@@ -28,25 +28,35 @@ class Metric:
     part : int
         1: read from the run's diagnostics (Part I models); 2: the inertial lab's
         blow-up and layer quantities (Part II models).
+    needs : tuple of str
+        The diagnostics it reads (a sweep's runs compute only those its metrics need,
+        :func:`diagnostics_needed`).
+    states : bool
+        It reads the recorded states (features, attention) besides the diagnostics
+        (every run records them).
     """
 
     name: str
     doc: str
     part: int
+    needs: tuple = ()
+    states: bool = False
 
 
 #: Every metric, by name.
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("kl_mean", "time average of the lag Σ_i KL(A_i‖A*_i) over the run "
-           "(trapezoid over the recorded frames)", 1),
-    Metric("kl_final", "the lag Σ_i KL(A_i‖A*_i) at the last frame", 1),
+           "(trapezoid over the recorded frames)", 1, ("kl",)),
+    Metric("kl_final", "the lag Σ_i KL(A_i‖A*_i) at the last frame", 1, ("kl",)),
     Metric("kl_ratio_max", "maximum of kl / kl_bound, the lag over its tracking bound "
-           "(≤ 1 where the bound holds; frames with kl_bound = 0 left out)", 1),
+           "(≤ 1 where the bound holds; frames with kl_bound = 0 left out)", 1,
+           ("kl", "kl_bound")),
     Metric("lag_amplitude", "maximum over rows and over the second half of the run of the "
-           "log-odds lag osc(log A_i − log A*_i) (tracking the moving softmax)", 1),
-    Metric("dissipated", "energy dissipated ∫D dt at the last frame", 1),
+           "log-odds lag osc(log A_i − log A*_i) (tracking the moving softmax)", 1,
+           states=True),
+    Metric("dissipated", "energy dissipated ∫D dt at the last frame", 1, ("dissipated",)),
     Metric("energy_residual_max", "maximum of |energy_residual| over the run (zero up to "
-           "integrator error)", 1),
+           "integrator error)", 1, ("energy_residual",)),
     Metric("diverged_at", "time at which the run diverged (NaN if it did not)", 0),
     Metric("t_final", "time of the last frame (t_end unless the run stopped)", 0),
     Metric("blowup_time", "blow-up time of the accelerated moment system with P(0) = 0 "
@@ -66,6 +76,12 @@ def default_metrics(model: str) -> list[str]:
 
     part = models.get(model).part
     return [m.name for m in METRICS.values() if m.part in (0, part)]
+
+
+def diagnostics_needed(names: Sequence[str]) -> tuple[str, ...]:
+    """The diagnostics the metrics ``names`` read (the union of their ``needs``, in the
+    order met): what a sweep's run computes (``simulate(..., diagnostics=…)``)."""
+    return tuple(dict.fromkeys(d for n in names for d in METRICS[n].needs))
 
 
 def trajectory_metrics(trajectory: Trajectory, names: Sequence[str]) -> dict[str, float]:

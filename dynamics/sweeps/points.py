@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..settings import Settings
 from ..trajectory import Trajectory, simulate
-from .metrics import METRICS, lab_metrics, trajectory_metrics
+from .metrics import METRICS, diagnostics_needed, lab_metrics, trajectory_metrics
 
 #: Status of a point: the run's own (``completed``, ``diverged``, ``failed``), ``error``
 #: (its settings could not be built or its run raised) or ``cancelled`` (not run).
@@ -23,7 +23,9 @@ BATCH_RUNS = 16
 
 def run_point(values: Mapping, t_end: float, metrics: Sequence[str], every: int = 1
               ) -> dict:
-    """One grid point: ``simulate(Settings(**values), t_end, every)`` and its metrics.
+    """One grid point: ``simulate(Settings(**values), t_end, every)`` and its metrics;
+    the run computes only the diagnostics they read (:func:`diagnostics_needed`), each
+    equal to the full run's.
 
     Returns
     -------
@@ -32,7 +34,9 @@ def run_point(values: Mapping, t_end: float, metrics: Sequence[str], every: int 
         that cannot be built, an error inside the run) has status ``error``, its message,
         and NaN metrics; it does not raise.
     """
-    return _measure(values, metrics, lambda s: simulate(s, t_end=t_end, every=every))
+    needed = diagnostics_needed(metrics)
+    return _measure(values, metrics, lambda s: simulate(s, t_end=t_end, every=every,
+                                                        diagnostics=needed))
 
 
 def _measure(values: Mapping, metrics: Sequence[str],
@@ -59,9 +63,10 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
 
     Points whose runs :func:`~dynamics.batch.simulate_batch` steps together (grouped by
     the sizes and step they must share, at most :data:`BATCH_RUNS` at a time) are run
-    that way; its trajectories equal those of ``simulate``, so the results are
-    :func:`run_point`'s. A group whose batched run
-    raises is run point by point, where each error is recorded with its point.
+    that way; its trajectories equal those of ``simulate`` (with the diagnostics the
+    metrics read, as :func:`run_point`'s), so the results are :func:`run_point`'s. A
+    group whose batched run raises is run point by point, where each error is recorded
+    with its point.
     """
     from ..batch import batchable, simulate_batch
 
@@ -75,6 +80,7 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
             groups.setdefault((settings.n_tokens, settings.dim, settings.dt), []).append(
                 (k, settings))
     results: dict[int, dict] = {}
+    needed = diagnostics_needed(metrics)
     for members in groups.values():
         # at most BATCH_RUNS trajectories held at once, each measured as it is taken
         for start in range(0, len(members), BATCH_RUNS):
@@ -82,7 +88,7 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
             if len(chunk) < 2:
                 continue
             try:
-                runs = simulate_batch([s for _, s in chunk], t_end, every)
+                runs = simulate_batch([s for _, s in chunk], t_end, every, needed)
             except Exception:
                 continue
             for (k, _), trajectory in zip(chunk, runs, strict=True):
@@ -93,6 +99,7 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
     def measured(k, values):
         if k in results:
             return results.pop(k)
-        return _measure(values, metrics, lambda s: simulate(s, t_end=t_end, every=every))
+        return _measure(values, metrics, lambda s: simulate(s, t_end=t_end, every=every,
+                                                            diagnostics=needed))
 
     return [(index, measured(k, values)) for k, (index, values) in enumerate(batch)]

@@ -1,0 +1,56 @@
+"""The diagnostics a sweep reads, computed on a batch's stacks
+(:class:`~dynamics.batch.CanonicalBatch`): one NumPy call per operation for every run still
+running, each value bit-identical to :func:`~dynamics.diagnostics.part_one` of that run
+alone (the same expressions; row reductions over the last, contiguous axis, as the batch
+steps). Other diagnostics are reported through each run's engine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .frame import Frame
+
+#: Diagnostics computed on the stacks (``t``, the lag ``kl``, its bound, the balance's terms).
+STACKED = frozenset({"t", "kl", "kl_bound", "dissipated", "work"})
+
+
+def stacked_frames(batch, names):
+    """The frames of the rows of ``batch`` now, as ``k -> Frame`` (row ``k``), with the
+    diagnostics ``names`` (a subset of :data:`STACKED`) and the states a trajectory
+    records; ``names`` None or beyond :data:`STACKED`: None (each run reports alone).
+
+    ``kl = Σ_i KL(A_i‖A*_i)``, ``log A* = βS − logsumexp(βS)``, ``log A`` from the logits;
+    ``kl_bound = Σ_i B_i²/8`` (:func:`~dynamics.diagnostics.part_one`).
+    """
+    if names is None or not names <= STACKED:
+        return None
+    X, P, A = batch.X.copy(), batch.P.copy(), batch.A.copy()
+    columns = {}
+    if "kl" in names:
+        Z, S = batch.Z, batch.S
+        log_a = Z - _row_logsumexp(Z)
+        beta_S = batch.beta[:, None, None] * S
+        log_star = beta_S - _row_logsumexp(beta_S)
+        kl_rows = np.maximum(np.einsum("kij,kij->ki", A, log_a - log_star), 0.0)
+        columns["kl"] = kl_rows.sum(axis=-1)
+    if "kl_bound" in names:
+        columns["kl_bound"] = np.sum(batch.Bound**2, axis=-1) / 8.0
+    if "dissipated" in names:
+        columns["dissipated"] = batch.dissipated
+    if "work" in names:
+        columns["work"] = batch.work
+    order = [n for n in ("t", "dissipated", "work", "kl", "kl_bound") if n in names]
+    t = batch.t
+
+    def frame(k):
+        diag = {n: t if n == "t" else float(columns[n][k]) for n in order}
+        return Frame(t=t, features=X[k], momenta=P[k], attention=A[k], diagnostics=diag)
+
+    return frame
+
+
+def _row_logsumexp(Z):
+    """``energy.row_logsumexp`` of each matrix of a stack, shape (R, N, 1)."""
+    m = Z.max(axis=-1, keepdims=True)
+    return m + np.log(np.exp(Z - m).sum(axis=-1, keepdims=True))
