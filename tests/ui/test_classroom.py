@@ -2,7 +2,7 @@
 
 The full classroom (30 client sessions + 2 pages, stage by stage) is run by hand:
 ``.venv/bin/python scripts/classroom.py``. Here: 10 Bokeh client sessions (acknowledging
-frames as the page does) and 1 Chromium page for 20 s against ``panel serve`` with
+frames as the page does) and 1 Chromium page for 10 s against ``panel serve`` with
 ``serving.classroom_flags()`` — 2 worker processes, idle sessions dropped after 15 s.
 """
 
@@ -27,7 +27,7 @@ def test_a_reduced_classroom_streams_to_every_session_and_idle_sessions_expire(
                 env={"PANEL_LOG_LEVEL": "info", "PYTHONUNBUFFERED": "1"}) as srv:
         # (Panel logs sessions created/destroyed to stdout: unbuffered, read while running)
         result = classroom.run(browser, srv.url, srv.proc.pid, stages=(10,), pages=1,
-                               seconds=20.0, warmup=3.0, slider_changes=0,
+                               seconds=10.0, warmup=3.0, slider_changes=0,
                                log=lambda *_: None)
         # every session was closed (run() closes them; the server sees the websockets
         # close, 11 of them) and the server then drops them within the unused-session
