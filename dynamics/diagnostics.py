@@ -71,6 +71,19 @@ def select(diag: dict, arrays: dict, names=None, keep_arrays: bool = True):
     return diag, arrays
 
 
+def of_model(spec, problem, state, energy0: float, names=None, arrays: bool = True):
+    """``(diag, arrays)`` of ``state`` by its model's ``spec``: every diagnostic, or only
+    ``names`` (those the model reports, see :func:`wanted`); without ``arrays`` the
+    ``attention`` alone among the arrays. A model whose diagnostics cannot compute a subset
+    (``spec.subset_diagnostics`` false) computes them all and :func:`select` keeps what
+    was asked for."""
+    if names is None and arrays:
+        return spec.diagnostics(problem, state, energy0)
+    if spec.subset_diagnostics:
+        return spec.diagnostics(problem, state, energy0, names=names, arrays=arrays)
+    return select(*spec.diagnostics(problem, state, energy0), names, arrays)
+
+
 def part_one(prob, state, energy0, *, energy, effective_scores=None, kinetic=None,
              slaved=False, attention_only=False, not_applicable=(), momentum=None,
              names=None, arrays=True):

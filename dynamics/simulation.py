@@ -26,7 +26,7 @@ import numpy as np
 from . import energy as en
 from . import models as registry
 from . import protocol
-from .diagnostics import select
+from .diagnostics import of_model
 from .divergence import check_step, divergence_message, feature_norm, is_finite
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .given import build_with, check_initial_arrays
@@ -203,27 +203,11 @@ class Simulation:
             self._dt = float(dt)
 
     def frame(self, names=None, arrays: bool = True) -> Frame:
-        """The frame of the current state, with every diagnostic of the model.
-
-        Parameters
-        ----------
-        names : collection of str, optional
-            Only these diagnostics (those of them the model reports; None: all).
-            :func:`~dynamics.diagnostics.wanted` turns ``simulate``'s ``diagnostics``
-            into these.
-        arrays : bool
-            False: no ``softmax``, ``target``, ``kl_rows``, ``heads`` (``attention`` only,
-            which a trajectory records).
-        """
-        st, spec = self._state, self.spec
-        if names is None and arrays:
-            diag, arrays = spec.diagnostics(self._problem, st, self._energy0)
-        elif spec.subset_diagnostics:
-            diag, arrays = spec.diagnostics(self._problem, st, self._energy0, names=names,
-                                            arrays=arrays)
-        else:
-            diag, arrays = select(*spec.diagnostics(self._problem, st, self._energy0), names,
-                                  arrays)
+        """The frame of the current state: every diagnostic of the model, or only
+        ``names``; without ``arrays`` no ``softmax``, ``target``, ``kl_rows`` or ``heads``
+        (:func:`~dynamics.diagnostics.of_model`)."""
+        st = self._state
+        diag, arrays = of_model(self.spec, self._problem, st, self._energy0, names, arrays)
         return Frame(t=st.t, features=st.X.copy(), momenta=st.P.copy(),
                      attention=arrays.get("attention"), softmax=arrays.get("softmax"),
                      target=arrays.get("target"), kl_rows=arrays.get("kl_rows"),
