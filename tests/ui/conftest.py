@@ -14,6 +14,22 @@ _CLOSED_SOCKET_RACE = re.compile(
     r"Task exception was never retrieved\nfuture: <Task finished name='[^']*' "
     r"coro=<WebSocketProtocol13\.write_message\.<locals>\.wrapper\(\).*?"
     r"tornado\.websocket\.WebSocketClosedError\n", re.DOTALL)
+#: A traceback ending in an ``AssertionError`` (its frames are the indented lines).
+_ASSERTION_TRACEBACK = re.compile(
+    r"Traceback \(most recent call last\):\n(?:[ \t].*\n)+AssertionError\n")
+
+
+def _without_closed_session_race(text: str) -> str:
+    """``text`` without Bokeh's tracebacks of a message handled, or a close noticed, on a
+    connection whose session was already detached (``assert self._session is not None``
+    in ``bokeh/server/connection.py``): a page closing while its last acknowledgement
+    is in flight. Bokeh raises it in its own protocol handler, before any code of the
+    app runs (seen once in six full runs of the browser tier; bokeh/bokeh#14720 is the
+    same family of connection-lost noise)."""
+    return _ASSERTION_TRACEBACK.sub(
+        lambda m: "" if ("bokeh/server/connection.py" in m.group(0)
+                         and "assert self._session is not None" in m.group(0))
+        else m.group(0), text)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -53,7 +69,7 @@ def server(tmp_path_factory):
         yield srv.url
     # Tornado logs a write racing a browser closing its socket (nothing the app does
     # or can catch: the write is an internal task of tornado's websocket); ignore only that.
-    text = _CLOSED_SOCKET_RACE.sub("", srv.log())
+    text = _without_closed_session_race(_CLOSED_SOCKET_RACE.sub("", srv.log()))
     assert "Traceback" not in text, text
 
 
