@@ -8,6 +8,16 @@ import numpy as np
 from hypothesis import Phase, settings
 
 
+def assert_same_states(a, b) -> None:
+    """Trajectories ``a`` and ``b`` recorded the same times and states, bit for bit."""
+    assert np.array_equal(a.times, b.times)
+    assert np.array_equal(a.features, b.features)
+    assert np.array_equal(a.momenta, b.momenta)
+    assert (a.attention is None) == (b.attention is None)
+    if a.attention is not None:
+        assert np.array_equal(a.attention, b.attention)
+
+
 def fitted_order(steps, errors):
     """Slope of log(error) against log(step)."""
     return float(np.polyfit(np.log(steps), np.log(errors), 1)[0])

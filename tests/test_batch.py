@@ -8,18 +8,14 @@ that diverge part-way (taken one by one for that step by their engine).
 
 import numpy as np
 import pytest
+from helpers import assert_same_states
 
 from dynamics import Settings, simulate
 from dynamics.batch import CanonicalBatch, batchable, simulate_batch
 
 
 def _assert_same(a, b):
-    assert np.array_equal(a.times, b.times)
-    assert np.array_equal(a.features, b.features)
-    assert np.array_equal(a.momenta, b.momenta)
-    assert (a.attention is None) == (b.attention is None)
-    if a.attention is not None:
-        assert np.array_equal(a.attention, b.attention)
+    assert_same_states(a, b)
     assert a.diagnostics.keys() == b.diagnostics.keys()
     for k in a.diagnostics:
         assert np.array_equal(a.diagnostics[k], b.diagnostics[k], equal_nan=True), k

@@ -8,6 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
+from helpers import assert_same_states
 
 from dynamics import Settings, Simulation, models, simulate
 from dynamics.batch import simulate_batch
@@ -36,12 +37,7 @@ def _assert_subset(part, full, asked):
     assert list(part.diagnostics) == expected
     for k in expected:
         assert np.array_equal(part.diagnostics[k], full.diagnostics[k], equal_nan=True), k
-    assert np.array_equal(part.times, full.times)
-    assert np.array_equal(part.features, full.features)
-    assert np.array_equal(part.momenta, full.momenta)
-    assert (part.attention is None) == (full.attention is None)
-    if full.attention is not None:
-        assert np.array_equal(part.attention, full.attention)
+    assert_same_states(part, full)
     assert (part.status, part.message) == (full.status, full.message)
 
 
