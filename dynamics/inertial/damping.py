@@ -3,7 +3,8 @@
 ``"constant"``: ``α = c``; ``"nesterov"``: ``α(t) = r/(t + t0) + c`` with ``t0 ≥ 0``.
 ``t0 = 0`` (Su–Boyd–Candès's start) makes ``α`` infinite at ``t = 0``: only a model whose
 momenta start at rest and whose field takes the limit there runs it (:attr:`Damping.singular`;
-MODEL.md §14: ``ẋ ≈ −t ∇f(x₀)/(1 + r)`` near 0, so ``α ẋ`` stays finite).
+Theory page, "Momentum on a quadratic": ``ẋ ≈ −t ∇f(x₀)/(1 + r)`` near 0, so ``α ẋ``
+stays finite).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The inertial lab's first experiment: momentum on a quadratic, the base case (Theory
-page, Part II: "Momentum on a quadratic"; MODEL.md §14).
+page, Part II: "Momentum on a quadratic").
 
 :func:`run_momentum_experiment` takes the lab's settings and runs, from the same tokens
 ``X(0)`` at rest in the bowl ``f(x) = ½ xᵀ A x`` of the lab's kernel ``A``:

@@ -1,5 +1,5 @@
 """Momentum on a quadratic: the base case of Part II (Theory page, "Momentum on a
-quadratic"; MODEL.md §14, paper 002 §3).
+quadratic"; paper 002 §3).
 
 Each token is an independent particle in the quadratic bowl ``f(x) = ½ xᵀ A x``
 (``A = Aᵀ ≻ 0`` with eigenvalues ``a_k``, minimum ``f* = 0`` at ``x* = 0``)::

@@ -1,5 +1,5 @@
 """Momentum on a quadratic: the base case of Part II (Theory page: "Momentum on a
-quadratic"; MODEL.md §14, paper 002 §3).
+quadratic"; paper 002 §3).
 
 Every token is an independent particle in the bowl ``f(x) = ½ xᵀ A x`` (``A = Aᵀ ≻ 0``,
 its eigenvalues ``a_k`` from ``kernel_diag``), with momentum ``y = ẋ``::
