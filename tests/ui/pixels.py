@@ -1,0 +1,180 @@
+"""What a person sees on the page, read from pixels (the browser tier's helper).
+
+* :func:`plot_frames`: every Bokeh plot drawn on the page, with its title and the
+  rectangle of its data area (the *frame*, inside the axes) in viewport pixels.
+* :func:`data_pixels`: how many pixels of a frame carry data — lines, markers, patches,
+  heatmaps — rather than the frame's background, its grid, its outline, its legend or a
+  text note drawn over it. Axes, ticks and titles lie outside the frame; legends and
+  text annotations inside it are masked, so "a legend and scraps of axis labels" count 0.
+* :func:`assert_plots_show_data`: every visible plot (or the named ones) shows data.
+* :func:`assert_no_sideways_scroll`, :func:`assert_fits_viewport`: the page as a screen.
+
+A pixel is *ink* where it differs from the frame's background by more than
+:data:`INK` in some channel. Ink counts as data where it is coloured (chroma at least
+:data:`CHROMA`: every line, marker and colour map of the app), or dark (a black
+reference line or marker: luminance below :data:`DARK`). Grey grid lines and the grey
+text of a note are neither. A single marker of size 7 covers about 40 pixels; a
+uniform heatmap fills its whole frame.
+
+Only plots in the viewport can be seen: each plot is scrolled into view before its
+frame is captured. A plot that is shown but squeezed to nothing (a frame of zero size)
+counts as blank: it is listed, with 0 data pixels.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+#: A channel difference from the background beyond this is ink (0–255).
+INK = 40
+#: max − min of the channels at or above this is a colour (grey lines and text are below).
+CHROMA = 40
+#: Luminance below this is a dark line or marker (black data), not grey text or grid.
+DARK = 80
+#: Pixels of data a plot must show by default (a marker of size 7 gives ~40).
+MIN_PIXELS = 25
+
+#: Page script: each plot view's title, its frame in viewport pixels, its background and
+#: the rectangles (viewport pixels) of the legends and text annotations drawn over it.
+#: ``only``: restrict to plots whose title starts with one of these strings.
+FRAMES = """
+(args) => {
+  const [only, scroll] = args;
+  const kinds = new Set(["Legend", "Label", "LabelSet", "Title", "ToolbarPanel"]);
+  const out = [];
+  const plots = [...Bokeh.index.query(v => v.frame_view != null && v.canvas_view != null)];
+  for (const pv of plots) {
+    const el = pv.canvas_view.el;
+    const title = (pv.model.title && pv.model.title.text) || "";
+    if (only != null && !only.some(s => title.startsWith(s))) continue;
+    // in a hidden tab, a closed drawer or a hidden figure: nobody can see it
+    if (!el.isConnected || !pv.model.visible) continue;
+    if (!el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
+    if (scroll) el.scrollIntoView({block: "center", inline: "nearest"});
+    const r = el.getBoundingClientRect();
+    const b = pv.frame_view.bbox;
+    const masks = [];
+    for (const v of Bokeh.index.query(w => w.plot_view === pv)) {
+      const kind = String(v.model.type).split(".").pop();
+      if (!kinds.has(kind) || v.model.visible === false) continue;
+      if (v.el && v.el.isConnected && v.el.getClientRects().length) {
+        const m = v.el.getBoundingClientRect();
+        masks.push([m.left, m.top, m.width, m.height]);
+      }
+      if (v.bbox && v.bbox.width > 0) {
+        masks.push([r.left + v.bbox.x, r.top + v.bbox.y, v.bbox.width, v.bbox.height]);
+      }
+    }
+    out.push({id: pv.model.id, title: title, x: r.left + b.x, y: r.top + b.y,
+              width: b.width, height: b.height,
+              background: pv.model.background_fill_color, masks: masks});
+  }
+  return out;
+}
+"""
+
+
+def _rgb(color) -> tuple[int, int, int]:
+    """A Bokeh colour (``#rrggbb``, a CSS name Bokeh sends as such, or an RGB(A) list)."""
+    if isinstance(color, list | tuple):
+        return tuple(int(c) for c in color[:3])
+    if isinstance(color, str) and color.startswith("#") and len(color) >= 7:
+        return tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+    return (255, 255, 255)  # "white", None or a name: Bokeh's default background
+
+
+def count_data_pixels(image: np.ndarray, background=(255, 255, 255),
+                      masks: list[np.ndarray] | None = None) -> int:
+    """Pixels of ``image`` (H × W × 3, uint8) that carry data against ``background``.
+
+    ``masks``: boolean H × W arrays of pixels to ignore (legends, text notes).
+    """
+    rgb = image[..., :3].astype(np.int16)
+    ink = np.abs(rgb - np.asarray(background, dtype=np.int16)).max(axis=-1) > INK
+    chroma = rgb.max(axis=-1) - rgb.min(axis=-1)
+    luminance = rgb @ np.array([0.299, 0.587, 0.114])
+    data = ink & ((chroma >= CHROMA) | (luminance < DARK))
+    for mask in masks or ():
+        data &= ~mask
+    return int(data.sum())
+
+
+def plot_frames(page, only: list[str] | None = None, scroll: bool = False) -> list[dict]:
+    """The visible plots of ``page`` (see :data:`FRAMES`); ``only``: title prefixes."""
+    return page.evaluate(FRAMES, [only, scroll])
+
+
+def data_pixels(page, frame: dict) -> int:
+    """Data pixels in ``frame`` (one entry of :func:`plot_frames`) as the screen shows it
+    now; the plot is scrolled into view first. Its outline (2 px) is left out."""
+    from PIL import Image
+
+    [frame] = [f for f in plot_frames(page, scroll=True) if f["id"] == frame["id"]] or [frame]
+    view = page.viewport_size
+    x0, y0 = max(frame["x"] + 2, 0), max(frame["y"] + 2, 0)
+    x1 = min(frame["x"] + frame["width"] - 2, view["width"])
+    y1 = min(frame["y"] + frame["height"] - 2, view["height"])
+    if x1 - x0 < 1 or y1 - y0 < 1:
+        return 0
+    clip = {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0}
+    image = np.asarray(Image.open(io.BytesIO(page.screenshot(clip=clip))).convert("RGB"))
+    h, w = image.shape[:2]
+    sx, sy = w / clip["width"], h / clip["height"]  # device pixels per CSS pixel
+    masks = []
+    for mx, my, mw, mh in frame["masks"]:
+        mask = np.zeros((h, w), dtype=bool)
+        c0, r0 = int((mx - x0) * sx) - 1, int((my - y0) * sy) - 1
+        c1, r1 = int((mx + mw - x0) * sx) + 2, int((my + mh - y0) * sy) + 2
+        mask[max(r0, 0):max(r1, 0), max(c0, 0):max(c1, 0)] = True
+        masks.append(mask)
+    return count_data_pixels(image, _rgb(frame["background"]), masks)
+
+
+def plots_data(page, only: list[str] | None = None) -> dict[str, int]:
+    """``{title (or id): data pixels}`` of every visible plot of ``page``."""
+    return {f["title"] or f["id"]: data_pixels(page, f) for f in plot_frames(page, only)}
+
+
+def assert_plots_show_data(page, only: list[str] | None = None, min_pixels: int = MIN_PIXELS,
+                           at_least: int = 1) -> dict[str, int]:
+    """Every visible plot of ``page`` (``only``: those whose title starts so) shows at
+    least ``min_pixels`` pixels of data; at least ``at_least`` plots are checked.
+    Returns the counts."""
+    counts = plots_data(page, only)
+    assert len(counts) >= at_least, f"{len(counts)} plots visible, {at_least} expected: {counts}"
+    blank = {title: n for title, n in counts.items() if n < min_pixels}
+    assert not blank, f"plots with no data drawn (data pixels): {blank}; all: {counts}"
+    return counts
+
+
+def page_width(page) -> dict[str, int]:
+    """The document's scroll width and the viewport's width (CSS pixels)."""
+    return page.evaluate("""() => ({scroll: Math.max(document.documentElement.scrollWidth,
+                                                     document.body.scrollWidth),
+                                     view: window.innerWidth})""")
+
+
+def assert_no_sideways_scroll(page) -> None:
+    """The page is no wider than the window (nothing to scroll sideways to)."""
+    size = page_width(page)
+    assert size["scroll"] <= size["view"], f"the page scrolls sideways: {size}"
+
+
+def assert_fits_viewport(page) -> None:
+    """Nothing to scroll at all: the document, and every element that scrolls, fit."""
+    size = page.evaluate("""() => {
+        const over = [...document.querySelectorAll('*')].filter(e => {
+            const s = getComputedStyle(e);
+            return /(auto|scroll)/.test(s.overflowY + s.overflowX)
+                   && (e.scrollHeight > e.clientHeight + 1 || e.scrollWidth > e.clientWidth + 1)
+                   && e.clientHeight > 0;
+        }).map(e => `${e.tagName}.${e.className}: ${e.scrollWidth}x${e.scrollHeight}`
+                    + ` in ${e.clientWidth}x${e.clientHeight}`);
+        return {width: document.documentElement.scrollWidth,
+                height: document.documentElement.scrollHeight,
+                view_width: window.innerWidth, view_height: window.innerHeight, over: over};
+    }""")
+    assert size["width"] <= size["view_width"] and size["height"] <= size["view_height"] \
+        and not size["over"], f"the page does not fit the window: {size}"
