@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 import pytest
+from dashboard_support import play, small_dashboard
 
 from app.__main__ import main
 from app.teaching.standalone import FRAMES_NAME, MAX_FRAMES
@@ -192,3 +193,18 @@ def test_a_tour_site_links_its_steps_back_and_forth():
     assert all(loads(p) == [] for p in pages.values())
     with pytest.raises(ValueError, match="no preset of the main tab"):
         tour_pages({"name": "bad", "steps": [{"title": "x", "text": "y", "preset": "nope"}]})
+
+
+def test_the_sidebar_button_takes_the_run_home():
+    d = small_dashboard()
+    play(d, 6)
+    button = d.page_download
+    assert button.label == "Page to take home (.html)"
+    text = button.callback().getvalue().decode("utf-8")
+    assert button.filename.startswith("canonical_t") and button.filename.endswith(".html")
+    frames = frames_of(text)
+    history = list(d.history)
+    assert len(frames["t"]) == len(history) > 1
+    np.testing.assert_allclose(frames["t"], [f.t for f in history])
+    np.testing.assert_allclose(frames["S"][-1], history[-1].softmax, rtol=1e-6, atol=1e-7)
+    assert loads(text) == [] and "N = 6" in text
