@@ -20,12 +20,13 @@ from types import SimpleNamespace
 
 import numpy as np
 from bokeh.layouts import column, row
-from bokeh.models import Button, ColumnDataSource, CustomJS, Div, Slider, Span
+from bokeh.models import ColumnDataSource, CustomJS, Span
 
 from app.mainview.heatmaps import HIGHLIGHT, SCALES, Heatmaps, log_ratio, scale_limits
 from app.mainview.real_heads import label_axes
 from app.mainview.timeseries import COLUMNS, TimeSeries
 from app.mainview.trajectories import Trajectories, principal_axes
+from app.models import spec
 
 from .run_record import spread
 
@@ -37,19 +38,30 @@ TOKENS_WIDTH = 400
 #: Milliseconds between frames while the page plays.
 PLAY_MS = 80
 #: Names of the page's Bokeh models (the browser tests read them).
-FRAMES_NAME, SLIDER_NAME, PLAY_NAME, LAG_NAME = "page_frames", "page_slider", "page_play", \
-    "page_lag"
+FRAMES_NAME, LAG_NAME = "page_frames", "page_lag"
 MAP_NAMES = ("page_attention", "page_softmax", "page_ratio")
-TOKENS_NAME, READOUT_NAME, TIME_NAME = "page_tokens", "page_readout", "page_time"
+TOKENS_NAME, TIME_NAME = "page_tokens", "page_time"
+#: Ids of the page's own controls: the time slider, Play and the readout line (plain HTML
+#: elements: Bokeh's widgets would add 0.4 MB of script to every page).
+SLIDER_ID, PLAY_ID, READOUT_ID = "page-time", "page-play", "page-readout"
 
-#: Page script of the slider: show frame ``slider.value`` everywhere.
+#: Page script run when the lag marker's source's ``tags`` become ``[k]`` (the page's
+#: clock: a model the plots reach, so the frames and this script come with it): show frame ``k``
+#: everywhere (the maps and their colour limits, the lag map ``log(A/A*)`` computed here,
+#: the tokens, the time lines, the lag marker and the readout).
 SHOW_FRAME = """
-const k = Math.round(slider.value);
+const k = lag.tags[0];
 const d = frames.data;
 if (maps.length) {
-  maps[0].data = {image: [d.A[k]], frame: [k]};
-  maps[1].data = {image: [(d.S || d.A)[k]]};
-  if (d.R) maps[2].data = {image: [d.R[k]]};
+  const A = d.A[k], S = (d.S || d.A)[k], n = Math.round(Math.sqrt(A.length));
+  maps[0].data = {image: [A], frame: [k]};
+  maps[1].data = {image: [S]};
+  if (d.S) {
+    const R = new A.constructor(n * n, [n, n]);  // BokehJS's float32 array, of shape n × n
+    for (let i = 0; i < n * n; i++)
+      R[i] = Math.log(Math.max(A[i], 1e-300)) - Math.log(Math.max(S[i], 1e-300));
+    maps[2].data = {image: [R]};
+  }
   for (const m of mappers) if (m.low !== d.low[k] || m.high !== d.high[k])
     m.setv({low: d.low[k], high: d.high[k]});
   for (const m of ratio_mappers) if (m.high !== d.top[k])
@@ -62,21 +74,53 @@ dots.data = nd;
 for (const s of spans) s.location = d.t[k];
 lag.data = {t: [d.t[k]], kl: [d.kl[k]]};
 const f = (v) => Number.isFinite(v) ? v.toPrecision(4) : "n/a";
-readout.text = `t = ${d.t[k].toFixed(3)} · frame ${k + 1} of ${d.t.length} · ` +
+const line = document.getElementById(readout);
+if (line) line.textContent = `t = ${d.t[k].toFixed(3)} · frame ${k + 1} of ${d.t.length} · ` +
   `Σ KL = ${f(d.kl_raw[k])} · bound = ${f(d.bound[k])} · ` +
   `energy change = ${f(d.d_energy[k])} · residual = ${f(d.residual[k])}`;
 """
-#: Page script of Play / Pause: step the slider every ``ms`` milliseconds to its end.
-PLAY = """
-const stop = () => { clearInterval(button._timer); button._timer = null;
-                     button.label = "▶ Play"; };
-if (button._timer) { stop(); return; }
-if (slider.value >= slider.end) slider.value = slider.start;
-button.label = "❚❚ Pause";
-button._timer = setInterval(() => {
-  if (slider.value >= slider.end) { stop(); } else { slider.value = slider.value + 1; }
-}, ms);
+#: Page script of the slider and Play / Pause (Play steps the slider every ``MS``
+#: milliseconds to its end): each frame shown sets the clock's ``tags`` (:data:`SHOW_FRAME`).
+PLAYER = """
+(() => {
+  const input = document.getElementById("%(slider)s");
+  const button = document.getElementById("%(play)s");
+  if (!input || !button) return;
+  const show = () => {
+    const doc = window.Bokeh && Bokeh.documents.length ? Bokeh.documents[0] : null;
+    const clock = doc ? doc.get_model_by_name("%(clock)s") : null;
+    if (clock) clock.tags = [Number(input.value)];
+  };
+  input.addEventListener("input", show);
+  let timer = null;
+  const stop = () => { clearInterval(timer); timer = null; button.textContent = "▶ Play"; };
+  button.addEventListener("click", () => {
+    if (timer) { stop(); return; }
+    if (Number(input.value) >= Number(input.max)) input.value = 0;
+    button.textContent = "❚❚ Pause";
+    timer = setInterval(() => {
+      if (Number(input.value) >= Number(input.max)) { stop(); return; }
+      input.value = Number(input.value) + 1;
+      show();
+    }, %(ms)d);
+  });
+})();
 """
+
+
+def player_html(run: PageRun) -> str:
+    """The slider, Play and the readout line of ``run``'s page, and their script."""
+    n = len(run.times)
+    disabled = " disabled" if n < 2 else ""
+    first = _readout(run)
+    script = PLAYER % {"slider": SLIDER_ID, "play": PLAY_ID, "clock": LAG_NAME,
+                       "ms": PLAY_MS}
+    return (f'<div class="player"><button id="{PLAY_ID}" type="button"{disabled}>▶ Play'
+            f'</button><label>time <input id="{SLIDER_ID}" type="range" min="0" '
+            f'max="{max(n - 1, 0)}" step="1" value="0"{disabled} '
+            f'aria-label="frame of the run shown"></label></div>'
+            f'<div id="{READOUT_ID}" class="readout">{first}</div>'
+            f"<script>{script}</script>")
 
 
 @dataclass
@@ -195,10 +239,10 @@ def _heatmaps(run: PageRun):
 
 
 def same_maps(run: PageRun) -> bool:
-    """The run's attention is its softmax at every frame (the lag map is 0 throughout):
-    the page then stores one map per frame and the first lag map."""
-    return run.softmax is not None and (run.attention is run.softmax or bool(
-        np.array_equal(run.attention, run.softmax)))
+    """The run's attention is its softmax at every frame (its model's lag is ≡ 0): the
+    page then stores one map per frame and the first lag map (rounding, as on the page)."""
+    return run.softmax is not None and (run.attention is run.softmax or "kl" in spec(
+        run.settings["model"]).identically_zero)
 
 
 def _tokens(run: PageRun, heat):
@@ -263,10 +307,10 @@ def page_layout(run: PageRun, annotations=(), lam: float = math.nan):
               "y": [xy[k, :, 1] for k in range(len(run.times))], "kl": col["kl_log"],
               "kl_raw": col["kl"], "bound": col["kl_bound"], "d_energy": col["d_energy"],
               "residual": col["residual"], "index": run.index.astype(np.int32)}
-    if images is not None and same_maps(run):  # A ≡ A*: one map, and a lag map of zeros
+    if images is not None:  # the lag map is computed in the page from A and A*
         frames["A"] = list(images[0])
-    elif images is not None:
-        frames.update({key: list(images[i]) for i, key in enumerate("ASR")})
+        if not same_maps(run):  # (A ≡ A*: one map, and the first lag map throughout)
+            frames["S"] = list(images[1])
         frames.update({"low": limits[:, 0], "high": limits[:, 1], "top": limits[:, 2]})
     frames_source = ColumnDataSource(frames, name=FRAMES_NAME)
     lag = ColumnDataSource({"t": [float(run.times[0])], "kl": [float(col["kl_log"][0])]},
@@ -279,36 +323,29 @@ def page_layout(run: PageRun, annotations=(), lam: float = math.nan):
                     line_dash="dotted", line_width=2, name=TIME_NAME)
         fig.add_layout(span)
         spans.append(span)
-    slider = Slider(start=0, end=max(len(run.times) - 1, 1), value=0, step=1,
-                    title="frame (time t in the line below)", show_value=False,
-                    sizing_mode="stretch_width", name=SLIDER_NAME,
-                    disabled=len(run.times) < 2)
-    play = Button(label="▶ Play", width=110, button_type="primary", name=PLAY_NAME,
-                  disabled=len(run.times) < 2)
-    readout = Div(text="", name=READOUT_NAME, styles={"font-family": "monospace"})
-    show = CustomJS(args={"slider": slider, "frames": frames_source,
-                          "maps": list(heat.sources) if heat is not None else [],
-                          "mappers": ([heat.mappers["lin"], heat.bar_mappers["lin"]]
-                                      if heat is not None else []),
-                          "ratio_mappers": ([heat.ratio_mapper, heat.ratio_bar_mapper]
-                                            if heat is not None else []),
-                          "dots": tr.tokens, "spans": spans, "lag": lag,
-                          "readout": readout}, code=SHOW_FRAME)
-    slider.js_on_change("value", show)
-    play.js_on_event("button_click", CustomJS(args={"button": play, "slider": slider,
-                                                    "ms": PLAY_MS}, code=PLAY))
-    readout.text = _readout(run.times[0], len(run.times), rows[0])
+    lag.tags = [0]
+    lag.js_on_change("tags", CustomJS(args={
+        "frames": frames_source, "maps": list(heat.sources) if heat is not None else [],
+        "mappers": ([heat.mappers["lin"], heat.bar_mappers["lin"]] if heat is not None
+                    else []),
+        "ratio_mappers": ([heat.ratio_mapper, heat.ratio_bar_mapper] if heat is not None
+                          else []),
+        "dots": tr.tokens, "spans": spans, "lag": lag, "readout": READOUT_ID},
+        code=SHOW_FRAME))
     tr.fig.width = TOKENS_WIDTH
     top = row(*(heat.figures if heat is not None else ()))
     bottom = row(ts.fig_kl_log, ts.fig_energy, tr.fig)
-    controls = row(play, slider, sizing_mode="stretch_width")
-    return column(controls, readout, top, bottom, name="page")
+    return column(top, bottom, name="page")
 
 
-def _readout(t: float, n: int, r: dict) -> str:
-    """The readout's first text (the page's script writes it for every other frame)."""
+def _readout(run: PageRun) -> str:
+    """The readout's first line (the page's script writes it for every other frame)."""
+    d = run.diagnostics[0]
+    e0 = d.get("hamiltonian", math.nan)
+
     def f(v):
         return f"{v:.4g}" if math.isfinite(v) else "n/a"
-    return (f"t = {t:.3f} · frame 1 of {n} · Σ KL = {f(r['kl'])} · bound = "
-            f"{f(r['kl_bound'])} · energy change = {f(r['d_energy'])} · residual = "
-            f"{f(r['residual'])}")
+    return (f"t = {run.times[0]:.3f} · frame 1 of {len(run.times)} · Σ KL = "
+            f"{f(d.get('kl', math.nan))} · bound = {f(d.get('kl_bound', math.nan))} · "
+            f"energy change = {f(e0 - e0)} · residual = "
+            f"{f(d.get('energy_residual', math.nan))}")

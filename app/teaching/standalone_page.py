@@ -35,7 +35,7 @@ from dynamics import Settings, Simulation
 from dynamics.trajectory import write_atomically
 
 from .run_record import settings_line
-from .standalone import PageRun, page_layout
+from .standalone import PageRun, page_layout, player_html
 from .tour_slides import run_frames
 
 #: Time a run is taken to when neither ``--t-end`` nor a preset says.
@@ -107,9 +107,15 @@ nav a { text-decoration: none; color: #2a6fdb; font-weight: 600; }
 .settings { font-family: monospace; font-size: 0.9em; color: #333; }
 .equations { max-width: 75em; margin: 6px 0 10px; }
 .status { color: #d7301f; }
+.player { display: flex; align-items: center; gap: 12px; margin: 6px 0; }
+.player button { font-size: 1em; padding: 5px 14px; background: #2a6fdb; color: white;
+                 border: 0; border-radius: 4px; min-width: 7em; cursor: pointer; }
+.player label { flex: 1; display: flex; align-items: center; gap: 8px; }
+.player input { flex: 1; }
+.readout { font-family: monospace; margin: 2px 0 6px; }
 """
 TEMPLATE = """
-{% block preamble %}<style>{{ style }}
+{% block postamble %}<style>{{ style }}
 {{ katex_css }}
 {{ font_faces }}</style>
 <script>{{ katex_js }}</script>{% endblock %}
@@ -120,6 +126,7 @@ TEMPLATE = """
 <p class="settings">{{ settings | e }}</p>
 {% if status %}<p class="status">{{ status | e }}</p>{% endif %}</header>
 {% if equations %}<section class="equations">{{ equations }}</section>{% endif %}
+{{ player }}
 {{ super() }}
 <script>{{ render_math }}
 {{ arrow_keys }}</script>
@@ -152,14 +159,14 @@ def _drop_python_callbacks(layout) -> None:
 
 
 def page_html(layout, title: str, caption: str = "", settings: str = "",
-              equations: str = "", status: str = "", nav: str = "") -> str:
+              equations: str = "", status: str = "", nav: str = "", player: str = "") -> str:
     """The whole page around the Bokeh ``layout``, every resource inline."""
     _drop_python_callbacks(layout)
     return strip_linked(file_html(layout, INLINE, title, template=TEMPLATE, template_variables={
         "style": STYLE, "katex_css": katex.STYLESHEET, "font_faces": katex.FONT_FACES,
         "katex_js": _katex_script(), "heading": title, "caption": caption,
         "settings": settings, "equations": equations, "status": status, "nav": nav,
-        "render_math": RENDER_MATH, "arrow_keys": ARROW_KEYS}))
+        "render_math": RENDER_MATH, "arrow_keys": ARROW_KEYS, "player": player}))
 
 
 #: A script or stylesheet the page would load from a file or the network.
@@ -184,7 +191,7 @@ def run_html(run: PageRun, title: str = "", caption: str = "", nav: str = "",
     t_end = float(run.times[-1])
     title = title or f"{spec(model).title}, t = 0 to {t_end:g}"
     return page_html(layout, title, caption, settings_line(run.settings),
-                     spec(model).equations, run.message, nav)
+                     spec(model).equations, run.message, nav, player_html(run))
 
 
 # -- the command line ----------------------------------------------------------

@@ -17,7 +17,7 @@ from app.teaching.standalone import (
     FRAMES_NAME,
     LAG_NAME,
     MAP_NAMES,
-    SLIDER_NAME,
+    SLIDER_ID,
     TOKENS_NAME,
 )
 from app.teaching.tour_site import tour_html
@@ -34,15 +34,15 @@ TOUR = {"name": "Two steps", "steps": [
 READ = """(names) => {
   const doc = Bokeh.documents[0];
   const get = (n) => doc.get_model_by_name(n);
-  return {k: get(names.slider).value,
+  return {k: Number(document.getElementById(names.slider).value),
           A: Array.from(get(names.maps[0]).data.image[0]),
           S: Array.from(get(names.maps[1]).data.image[0]),
-          R: Array.from(get(names.maps[2]).data.image[0]),
+          R: Array.from(get(names.maps[2]).data.image[0]).flat(),
           x: Array.from(get(names.tokens).data.x),
           lag_t: get(names.lag).data.t[0], lag_kl: get(names.lag).data.kl[0],
           index: Array.from(get(names.frames).data.index)};
 }"""
-NAMES = {"slider": SLIDER_NAME, "maps": list(MAP_NAMES), "tokens": TOKENS_NAME,
+NAMES = {"slider": SLIDER_ID, "maps": list(MAP_NAMES), "tokens": TOKENS_NAME,
          "lag": LAG_NAME, "frames": FRAMES_NAME}
 
 
@@ -77,14 +77,9 @@ def wait_for_plots(page, n):
 
 
 def move_slider(page, fraction):
-    """Drag the slider's handle to ``fraction`` of its track, as a person would."""
-    handle = page.locator(".noUi-handle").first.bounding_box()
-    track = page.locator(".noUi-base").first.bounding_box()
-    page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(track["x"] + fraction * track["width"], handle["y"] + handle["height"] / 2,
-                    steps=5)
-    page.mouse.up()
+    """Click the time slider at ``fraction`` of its length, as a person would."""
+    box = page.locator(f"#{SLIDER_ID}").bounding_box()
+    page.mouse.click(box["x"] + fraction * box["width"], box["y"] + box["height"] / 2)
 
 
 def test_a_run_plays_offline_with_the_trajectorys_values(page, files, console_errors):
@@ -97,8 +92,8 @@ def test_a_run_plays_offline_with_the_trajectorys_values(page, files, console_er
     pixels_before = page.screenshot(clip={k: frame[k] for k in ("x", "y", "width", "height")})
 
     move_slider(page, 0.15)
-    page.wait_for_function("(n) => Bokeh.documents[0].get_model_by_name(n).value > 0",
-                           arg=SLIDER_NAME)
+    page.wait_for_function("(n) => Bokeh.documents[0].get_model_by_name(n).data.t[0] > 0",
+                           arg=LAG_NAME)
     after = page.evaluate(READ, NAMES)
     k = after["k"]
     assert 0 < k < len(after["index"]) - 1
@@ -120,9 +115,11 @@ def test_a_run_plays_offline_with_the_trajectorys_values(page, files, console_er
                                                              rel=1e-4)
     np.testing.assert_allclose(np.reshape(after["R"], (n, n)), np.log(A / S), atol=1e-5)
 
+    readout = page.locator("#page-readout").text_content()
+    assert readout.startswith(f"t = {traj.times[i]:.3f} · frame {k + 1} of ")
     page.get_by_role("button", name="▶ Play").click()  # plays on from frame k
-    page.wait_for_function("([n, k]) => Bokeh.documents[0].get_model_by_name(n).value > k",
-                           arg=[SLIDER_NAME, k])
+    page.wait_for_function("([n, k]) => Number(document.getElementById(n).value) > k",
+                           arg=[SLIDER_ID, k])
     page.get_by_role("button", name="❚❚ Pause").click()
     assert asked == [files["run"].as_uri()]
     assert console_errors == []
@@ -139,10 +136,10 @@ def test_a_tour_site_goes_by_the_arrow_keys_offline(page, files, console_errors)
     words = page.evaluate("() => Bokeh.documents[0].get_model_by_name('page_tokens')"
                           ".data.word")
     assert "animal" in words
-    page.locator(".noUi-handle").first.focus()
+    page.locator(f"#{SLIDER_ID}").focus()
     page.keyboard.press("ArrowRight")  # the slider has the key: the page stays
-    page.wait_for_function("(n) => Bokeh.documents[0].get_model_by_name(n).value == 1",
-                           arg=SLIDER_NAME)
+    page.wait_for_function("(n) => Bokeh.documents[0].get_model_by_name(n).tags[0] == 1",
+                           arg=LAG_NAME)
     assert page.url == first.as_uri()
     page.locator("header h1").click()
     page.keyboard.press("ArrowRight")
