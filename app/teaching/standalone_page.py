@@ -107,6 +107,7 @@ nav a { text-decoration: none; color: #2a6fdb; font-weight: 600; }
 .settings { font-family: monospace; font-size: 0.9em; color: #333; }
 .equations { max-width: 75em; margin: 6px 0 10px; }
 .status { color: #d7301f; }
+.note { color: #333; }
 .player { display: flex; align-items: center; gap: 12px; margin: 6px 0; }
 .player button { font-size: 1em; padding: 5px 14px; background: #2a6fdb; color: white;
                  border: 0; border-radius: 4px; min-width: 7em; cursor: pointer; }
@@ -124,7 +125,8 @@ TEMPLATE = """
 <header><h1>{{ heading | e }}</h1>
 {% if caption %}<p>{{ caption | e }}</p>{% endif %}
 <p class="settings">{{ settings | e }}</p>
-{% if status %}<p class="status">{{ status | e }}</p>{% endif %}</header>
+{% if status %}<p class="status">{{ status | e }}</p>{% endif %}
+{% if note %}<p class="note">{{ note | e }}</p>{% endif %}</header>
 {% if equations %}<section class="equations">{{ equations }}</section>{% endif %}
 {{ player }}
 {{ super() }}
@@ -159,14 +161,17 @@ def _drop_python_callbacks(layout) -> None:
 
 
 def page_html(layout, title: str, caption: str = "", settings: str = "",
-              equations: str = "", status: str = "", nav: str = "", player: str = "") -> str:
-    """The whole page around the Bokeh ``layout``, every resource inline."""
+              equations: str = "", status: str = "", nav: str = "", player: str = "",
+              note: str = "") -> str:
+    """The whole page around the Bokeh ``layout``, every resource inline (``status``: why
+    a run stopped, in red; ``note``: a line of results)."""
     _drop_python_callbacks(layout)
     return strip_linked(file_html(layout, INLINE, title, template=TEMPLATE, template_variables={
         "style": STYLE, "katex_css": katex.STYLESHEET, "font_faces": katex.FONT_FACES,
         "katex_js": _katex_script(), "heading": title, "caption": caption,
         "settings": settings, "equations": equations, "status": status, "nav": nav,
-        "render_math": RENDER_MATH, "arrow_keys": ARROW_KEYS, "player": player}))
+        "render_math": RENDER_MATH, "arrow_keys": ARROW_KEYS, "player": player,
+        "note": note}))
 
 
 #: A script or stylesheet the page would load from a file or the network.

@@ -53,12 +53,14 @@ def lab_html(values: dict, title: str, caption: str, nav: str) -> str:
         plots = AttentionPlots()
         status = plots.show(run_lab_experiment(settings))
     figures = list(plots.figures)
-    layout = column(*(row(*figures[i:i + 3]) for i in range(0, len(figures), 3)), name="page")
+    layout = column(*(row(*figures[i:i + 3], sizing_mode="stretch_width")
+                      for i in range(0, len(figures), 3)), sizing_mode="stretch_width",
+                    name="page")
     shown = ("model", "kernel_diag", "value_diag", *CONTROLS)
     line = " · ".join(f"{k} = {getattr(settings, k)}" for k in shown if k in settings.param)
     equations = models.get(settings.model).equations
-    return page_html(layout, title, caption, line, equations,
-                     re.sub(r"<[^>]+>", "", str(status)), nav)
+    return page_html(layout, title, caption, line, equations, nav=nav,
+                     note=re.sub(r"<[^>]+>", "", str(status)))
 
 
 def index_html(tour: dict, names: list[str]) -> str:
