@@ -45,6 +45,8 @@ def _sentence(checkpoint: str | None, pieces: int = 32) -> tuple[str, int]:
         if count > pieces:
             break
         best = (" ".join(WORDS[:n]), count)
+    if best[1] < pieces and len(ck.tokenize(best[0] + ".")[1]) == best[1] + 1:
+        best = (best[0] + ".", best[1] + 1)  # a full stop: one piece more
     return best
 
 

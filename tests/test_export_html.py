@@ -100,6 +100,10 @@ def test_a_trajectory_that_is_not_its_settings_run_is_refused(tmp_path):
     with pytest.raises(ExportError, match="not the run of its settings"):
         traj.to_html(tmp_path / "mine.html")
     assert list(tmp_path.iterdir()) == []
+    lab = simulate(Settings(model="linear", n_tokens=4, dim=2), t_end=0.1)
+    with pytest.raises(ExportError, match="the page shows runs of the main tab"):
+        lab.to_html(tmp_path / "lab.html")
+    assert list(tmp_path.iterdir()) == []
     with pytest.raises(LookupError, match="no 'pdf' exporter"):
         exporter("pdf")
 

@@ -319,6 +319,9 @@ def replay(traj) -> PageRun:
         mid-run, steps chosen by ``rtol``): then ``A*`` cannot be recomputed.
     """
     settings = Settings(**traj.settings)
+    problem = main_model_problem(settings.model)
+    if problem:  # the page draws the main tab's plots
+        raise ExportError(f"the page shows runs of the main tab: {problem}")
     steps = np.rint(np.asarray(traj.times) / settings.dt).astype(int)
     if not np.allclose(steps * settings.dt, traj.times, rtol=0, atol=1e-9 * (1 + traj.times[-1])):
         raise ExportError("the trajectory's times are not steps of its dt (a run with rtol): "
