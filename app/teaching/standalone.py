@@ -34,7 +34,7 @@ from .run_record import spread
 #: no more, and the file stays small (a default run: about 1.5 MB).
 MAX_FRAMES = 200
 #: Width of the token plot (beside the KL and energy plots: the page fits 1280 px).
-TOKENS_WIDTH = 400
+TOKENS_WIDTH = 380
 #: Milliseconds between frames while the page plays.
 PLAY_MS = 80
 #: Names of the page's Bokeh models (the browser tests read them).
