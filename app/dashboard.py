@@ -111,6 +111,7 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
                                         sizing_mode="stretch_width")
         self.downloads = export.download_buttons(self)
         self.slide_downloads = slides.download_buttons(self)  # issue #16: slides
+        self.page_download = export.page_button(self)  # issue #39: a page to take home
         self.pinned = PinnedRuns(self)  # issue #16: pinned runs drawn as ghosts
         self.links = TheoryLinks(on_link=server.locked(self.show_theory))
         self.tour = Tour(self)

@@ -124,7 +124,8 @@ class Page(param.Parameterized):
             "View": list(view),
             "Compare runs": [c.compare, self.pinned.panel()],
             "Export, slides and settings as text": [
-                self.downloads, self.slide_downloads, c.paste, c.apply_paste, c.paste_note],
+                self.downloads, self.slide_downloads, self.page_download, c.paste,
+                c.apply_paste, c.paste_note],
         }))
         tour_button = pn.widgets.Button(label="Guided tour", width=140, margin=(4, 10),
                                         disabled=not self.tour.steps)

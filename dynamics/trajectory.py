@@ -105,6 +105,26 @@ class Trajectory:
         write_atomically(path, bytes(blob))
         return None
 
+    def to_html(self, path, **options):
+        """Write the run as one page that opens from disk, offline, and plays: A(t) beside
+        A*(t), the KL lag with its tracking bound, the energy balance and the tokens,
+        with a time slider (the app's exporter, found through the entry point
+        :data:`EXPORTERS` ``html``; ``options``: ``title``, ``caption``).
+
+        Returns
+        -------
+        pathlib.Path
+            The file written (atomically).
+
+        Raises
+        ------
+        LookupError
+            No exporter is installed (the ``app`` package of attention-dynamics).
+        ValueError
+            A run whose page cannot be drawn (your own arrays, a mid-run change, ``rtol``).
+        """
+        return exporter("html")(self, path, **options)
+
     def summary(self) -> dict:
         """``status``, ``t_final``, ``diverged_at``, ``message``, frames and final diagnostics."""
         final = {k: _json_float(v[-1]) for k, v in self.diagnostics.items()}
@@ -117,6 +137,29 @@ class Trajectory:
             "n_frames": int(len(self.times)),
             "final": final,
         }
+
+
+#: Entry-point group of the writers of a trajectory in other formats: the app registers
+#: ``html`` (its page to take home) there, so this package never imports the app.
+EXPORTERS = "attention_dynamics.exporters"
+
+
+def exporter(name: str):
+    """The writer registered as ``name`` in the entry-point group :data:`EXPORTERS`.
+
+    Raises
+    ------
+    LookupError
+        None is installed under that name.
+    """
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group=EXPORTERS, name=name))
+    if not found:
+        raise LookupError(f"no {name!r} exporter is installed (entry point group "
+                          f"{EXPORTERS!r}): install the app with pip install -e . "
+                          "(attention-dynamics), which registers it")
+    return found[0].load()
 
 
 def _json_float(x):

@@ -104,6 +104,25 @@ def _download(dashboard, label: str, extension: str, build) -> pn.widgets.FileDo
     return button
 
 
+def page_bytes(dashboard) -> io.BytesIO:
+    """The run recorded so far as one page that opens offline and plays
+    (:mod:`app.teaching.standalone_page`: A beside A*, the lag, the energy, the tokens)."""
+    from app.teaching.standalone import PageRun
+    from app.teaching.standalone_page import run_html
+
+    sim = dashboard.sim
+    run = PageRun.from_frames(dashboard.settings, list(dashboard.history), sim.changes,
+                              sim.message if sim.status != "running" else "")
+    return io.BytesIO(run_html(run).encode("utf-8"))
+
+
+def page_button(dashboard) -> pn.widgets.FileDownload:
+    """The FileDownload "Page to take home (.html)" (beside the slide exports)."""
+    button = _download(dashboard, "Page to take home (.html)", "html", page_bytes)
+    button.width = 264
+    return button
+
+
 def download_buttons(dashboard) -> pn.Row:
     """Two FileDownload buttons bound to ``dashboard``; each click names its file anew."""
     return pn.Row(_download(dashboard, "Download CSV", "csv", csv_bytes),
