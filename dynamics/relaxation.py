@@ -143,6 +143,8 @@ def simpson_nodes(x, panels):
 #: (``spread`` over ``0.75 ×`` this) takes its dissipation from the free energy instead
 #: (:func:`relax_chain`).
 MAX_TRAPEZOID_PANELS = 64
+#: The largest ``spread`` :func:`trapezoid_panels` resolves.
+RESOLVED_SPREAD = 0.75 * MAX_TRAPEZOID_PANELS
 
 
 def trapezoid_panels(spread):
@@ -234,10 +236,10 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
     ``s`` covers ``u`` from ``U_s`` down to ``U_{s+1} = U_s e^{−λτ_s}`` (``U_0 = 1``), so
     each block of rows computes ``W`` and its powers once for all of them.
 
-    A relaxation whose logits move too far for the trapezoid rule's panels (a row of
-    ``W`` whose oscillation is over ``0.75 · MAX_TRAPEZOID_PANELS`` where it goes, the
-    attention jumping between vertices: a run whose scores run away) takes its mean
-    dissipation from the drop of :func:`target_divergence` instead, exact to rounding.
+    A relaxation whose logits move too far for the trapezoid rule's panels (``spread``
+    ``(1 − E)·max osc(W)`` over :data:`RESOLVED_SPREAD`: attention jumping between
+    vertices, in a run whose scores run away) takes no sample inside and its mean
+    dissipation from the drop of :func:`target_divergence`, exact to rounding.
 
     Returns
     -------
@@ -327,7 +329,9 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
             samples.extend((U[s] * uk, None) for uk in u[1:-1])  # ... and inside
         V, k3 = sweep(samples)
         osc = float(np.max(hi - lo))
-        needed = [trapezoid_panels((1.0 - E) * U[s] * osc) for s, E in enumerate(Es)]
+        spreads = [(1.0 - E) * U[s] * osc for s, E in enumerate(Es)]
+        # (a relaxation the rule cannot resolve needs no sample inside: see below)
+        needed = [1 if x > RESOLVED_SPREAD else trapezoid_panels(x) for x in spreads]
         if needed == panels:
             break
         panels = needed
@@ -355,7 +359,7 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
         slope_end = rate * (V_end + E * k3_end)
         slope_start = D_start + K_start
         mean_D = phi1(x) / m * (inner + H / 12.0 * (slope_end - slope_start))
-        if (1.0 - E) * U[s] * osc > 0.75 * MAX_TRAPEZOID_PANELS:  # unresolved: exact
+        if spreads[s] > RESOLVED_SPREAD:  # too far for the rule: from the KL's drop
             log_t = log_rowsoftmax(T) if log_t is None else log_t
             mean_D = lam * (target_divergence(starts[s], log_t)
                             - target_divergence(outs[s][0], log_t)) / (beta * x)
