@@ -233,3 +233,118 @@ def test_the_page_says_which_law_broke():
     residual = np.asarray(d.timeseries.source.data["residual"], dtype=float)
     assert np.max(np.abs(residual)) == pytest.approx(
         max(abs(f["energy_residual"]) for f in shown))
+
+
+# -- every shipped preset and tour step, to t = 40 ----------------------------------
+def _main_presets():
+    from app import presets as presets_module
+
+    return {p["name"]: p for p in presets_module.load_presets()}
+
+
+def _lab_presets():
+    from app.lab.inertial_lab import load_presets as load_lab_presets
+
+    return {p["name"]: p for p in load_lab_presets()[0]}
+
+
+def _tour():
+    from app.teaching.tour import load_tour
+
+    return load_tour()
+
+
+T_LONG = 40.0
+#: How each preset of the main tab ends by t = 40 (its quench applied), and the largest
+#: share of its energy scale its balance may miss (measured, in the survey of the issue:
+#: at most 9.9e-4, value matching near t = 1). The β quench at k = 2 < 2√N‖M‖₂ runs away
+#: (‖X‖ 7.3 → 200) and is stopped by the watch at t = 16, before its balance breaks.
+#: Tokens on the sphere keep no balance: E_β only grows.
+OUTCOMES = {
+    "β quench at t = 3": ("law", LAW_TOLERANCE),
+    "Clustering on the sphere": ("sphere", None),
+    "Metastable clusters (large β)": ("sphere", None),
+}
+
+
+def run_preset(values, quench=None, t_end=T_LONG, frame_dt=0.5):
+    """The run a preset shows, to ``t_end`` through :class:`Simulation` (its quench
+    applied at its time, as the page applies it): its frames every ``frame_dt`` with the
+    balance's diagnostics, and the simulation."""
+    sim = Simulation(Settings(**values))
+    dt = sim.settings.dt
+    every, n = max(1, round(frame_dt / dt)), round(t_end / dt)
+    at = None if quench is None else round(quench["at_t"] / dt)
+    names = ("t", *BALANCE)
+    frames, done = [sim.frame(names, arrays=False).diagnostics], 0
+    while done < n and sim.status == "running":
+        chunk = min(every, n - done) if at is None or at <= done else min(every, at - done)
+        sim.advance(chunk)
+        done += chunk
+        if at == done:
+            sim.settings.param.update(**{k: v for k, v in quench.items() if k != "at_t"})
+            sim.sync()
+        frames.append(sim.frame(names, arrays=False).diagnostics)
+    return {k: np.array([f[k] for f in frames]) for k in frames[0]}, sim
+
+
+def _preset_cases():
+    """``(preset name, t_end)``: every preset to t = 40 or its own later end, and every
+    tour step of the main tab to t = 40 or its own later end (once each)."""
+    presets, cases = _main_presets(), {}
+    for name, p in presets.items():
+        cases[name] = max(T_LONG, float(p.get("t_end", 0.0)))
+    for step in _tour()["steps"]:
+        if "preset" in step:
+            own = step.get("t_end", presets[step["preset"]].get("t_end", 0.0))
+            cases[step["preset"]] = max(cases[step["preset"]], float(own))
+    return sorted(cases.items())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, t_end", _preset_cases())
+def test_every_preset_keeps_its_law_for_the_whole_run(name, t_end):
+    preset = _main_presets()[name]
+    values = dict(preset["settings"])
+    runs = [(values, preset.get("quench"))]
+    if preset.get("compare"):  # the comparison run the page draws beside it
+        runs.append(({**values, "model": "reduced"}, None))
+    kind, tolerance = OUTCOMES.get(name, ("holds", 1e-3))
+    for run_values, quench in runs:
+        d, sim = run_preset(run_values, quench, t_end)
+        if kind == "sphere":  # no balance; its energy E_β never falls
+            assert sim.status == "running" and math.isnan(d["energy_residual"][-1])
+            H = d["hamiltonian"]
+            assert np.all(np.diff(H) >= -1e-9 * np.abs(H[1:]))
+            continue
+        assert law_fraction(d) <= tolerance
+        if kind == "holds":
+            assert sim.status == "running" and d["t"][-1] == pytest.approx(t_end)
+        else:  # stopped by the watch, on a state where the law held
+            assert sim.status == "diverged" and "the energy law" in sim.message
+            assert 10.0 < sim.diverged_at < t_end and d["t"][-1] < sim.diverged_at
+
+
+@pytest.mark.slow
+def test_every_lab_preset_keeps_its_laws_to_its_own_end():
+    """The lab's runs end where the lab ends them (the blow-up or its horizon): the
+    accelerated moment system's H stays at H(0) without damping and only falls with it,
+    as far as the lab draws it; the base case's balance H − H(0) + ∫α|ẋ|² stays at 0."""
+    from dynamics.inertial.experiments import run_lab_experiment
+    from dynamics.inertial.momentum import run_momentum_experiment
+
+    for name, preset in _lab_presets().items():
+        settings = preset["settings"]
+        if settings["model"] == "momentum_quadratic":
+            for run in run_momentum_experiment(settings).runs.values():
+                f = run.suboptimality
+                assert np.max(np.abs(run.energy_residual)) <= 1e-3 * max(1.0, float(np.ptp(f)))
+            continue
+        r = run_lab_experiment(settings)
+        H = r.hamiltonian.y
+        assert len(H) > 10, name
+        scale = max(1.0, float(np.max(np.abs(H))))
+        if settings.get("alpha", 1.0) == 0.0:
+            assert np.max(np.abs(H - H[0])) <= 1e-3 * scale, name
+        else:
+            assert np.all(np.diff(H) <= 1e-9 * scale), name
