@@ -281,9 +281,9 @@ class CanonicalBatch:
                                      neg_entropy=None if first else float(
                                          self.neg_entropy[k]), continued=not first,
                                      osc_S_dot=self.osc[k].copy())
-            law, sim._law = sim._law, None  # the law is watched where a run watches it
+            law, sim.law = sim.law, None  # the law is watched where a run watches it
             sim.advance(1)
-            sim._law = law
+            sim.law = law
             st, carry = sim._state, sim._carry
             self.X[k], self.P[k], self.Z[k], self.A[k], self.S[k] = st.X, st.P, st.Z, st.A, st.S
             self.S_dot[k], self.Bound[k] = st.S_dot, st.B

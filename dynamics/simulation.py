@@ -50,13 +50,17 @@ class Simulation:
         ensemble share the initial data and differ in their noise.
     score_matrix, value_matrix : array_like, shape (d, d), optional
         Part I's ``M`` (scores ``S = X M Xᵀ``) and value map ``W_V`` (``O = A X W_Vᵀ``)
-        instead of those drawn from the seed. A Transformer head with queries
-        ``X W_Qᵀ``, keys ``X W_Kᵀ`` has ``M = W_Qᵀ W_K/√d_h`` and ``W_V = W_O,h W_V,h``
-        (:mod:`dynamics.heads` writes the convention down, biases included).
+        instead of the seed's (a Transformer head's, biases included: :mod:`dynamics.heads`).
     kernel, value : array_like, shape (d, d), optional
         Part II's kernel ``A`` and value ``V`` instead of those of the settings.
     **values
         Setting values, used when ``settings`` is not given.
+
+    Attributes
+    ----------
+    law : LawWatch or None
+        The watch on the run's energy law (:class:`~dynamics.divergence.LawWatch`; None
+        for a model without one, or set to None to step past a broken law on purpose).
 
     Examples
     --------
@@ -69,8 +73,7 @@ class Simulation:
     def __init__(self, settings: Settings | None = None, *, features=None, momenta=None,
                  attention=None, replica: int = 0, score_matrix=None, value_matrix=None,
                  kernel=None, value=None, **values):
-        if isinstance(replica, bool) or not isinstance(replica, int | np.integer) \
-                or replica < 0:
+        if isinstance(replica, bool) or not isinstance(replica, int | np.integer) or replica < 0:
             raise ValueError(f"replica must be a non-negative integer, got {replica!r}")
         self.replica = int(replica)
         self.settings = settings if settings is not None else Settings(**values)
@@ -193,18 +196,16 @@ class Simulation:
 
     def use_stepper(self, stepper, dt: float | None = None) -> None:
         """Advance the current run with ``stepper`` (a :class:`~dynamics.steppers.base.Stepper`
-        on :attr:`problem`, e.g. :class:`~dynamics.solvers.adaptive.AdaptiveStepper`) instead of
-        the model's own, with steps of ``dt`` (default: the setting), until a restart or
-        a setting change that continues the run."""
+        on :attr:`problem`, e.g. :class:`~dynamics.solvers.adaptive.AdaptiveStepper`), steps
+        of ``dt`` (default: the setting), until a restart or a change that continues it."""
         self._finish()
         self._stepper, self._carry = stepper, stepper.start(self._state)
         if dt is not None:
             self._dt = float(dt)
 
     def frame(self, names=None, arrays: bool = True) -> Frame:
-        """The frame of the current state: every diagnostic of the model, or only
-        ``names``; without ``arrays`` no ``softmax``, ``target``, ``kl_rows`` or ``heads``
-        (:func:`~dynamics.diagnostics.of_model`)."""
+        """The frame of the current state: every diagnostic of the model, or only ``names``;
+        without ``arrays`` no ``softmax``, ``target``, ``kl_rows`` or ``heads`` (``of_model``)."""
         st = self._state
         diag, arrays = of_model(self.spec, self._problem, st, self._energy0, names, arrays)
         return Frame(t=st.t, features=st.X.copy(), momenta=st.P.copy(),
@@ -233,7 +234,7 @@ class Simulation:
         self._carry = stepper.start(state)
         self._memo, self._changes = None, []
         self._energy0 = model_energy(spec, problem, state)
-        self._law = LawWatch.of(spec, problem, state, self._energy0)
+        self.law = LawWatch.of(spec, problem, state, self._energy0)
 
     def _noise_of(self, values) -> float:
         """σ for this model: 0 unless it reads ``logit_noise`` (it relaxes attention)."""
@@ -282,10 +283,9 @@ class Simulation:
             self._diverge(err.t, f"non-finite value ({err})")
 
     def _watch(self) -> None:
-        """Stop a run that broke its energy law, back on the last state where it held
-        (:class:`~dynamics.divergence.LawWatch`; not while the stepper holds back work)."""
-        if self._law and self.status == RUNNING and not getattr(self._stepper, "hold", 0):
-            broke = self._law.check(self.spec, self._problem, self._state, self._energy0)
+        """Stop a run that broke its energy law, back where it held (not while holding)."""
+        if self.law and self.status == RUNNING and not getattr(self._stepper, "hold", 0):
+            broke = self.law.check(self.spec, self._problem, self._state, self._energy0)
             if broke is not None:
                 t, why, self._state = broke
                 self._carry = self._stepper.start(self._state)
