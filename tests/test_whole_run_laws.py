@@ -217,6 +217,7 @@ def test_a_sweep_marks_the_points_whose_law_broke():
     assert math.isnan(float(ds["diverged_at"].values[1]))
 
 
+@pytest.mark.slow
 def test_the_page_says_which_law_broke():
     from dashboard_support import all_finite, play, sources
 
