@@ -281,7 +281,9 @@ class CanonicalBatch:
                                      neg_entropy=None if first else float(
                                          self.neg_entropy[k]), continued=not first,
                                      osc_S_dot=self.osc[k].copy())
+            law, sim.law = sim.law, None  # the law is watched where a run watches it
             sim.advance(1)
+            sim.law = law
             st, carry = sim._state, sim._carry
             self.X[k], self.P[k], self.Z[k], self.A[k], self.S[k] = st.X, st.P, st.Z, st.A, st.S
             self.S_dot[k], self.Bound[k] = st.S_dot, st.B
@@ -292,6 +294,19 @@ class CanonicalBatch:
             else:
                 keep[k] = False
         self.t = self.t + self.h
+        if not keep.all():
+            self._keep(keep)
+
+    def watch(self):
+        """Each run's energy law, checked where its own engine checks it (every
+        :meth:`~dynamics.steppers.base.Stepper.batch` steps and at each frame,
+        :class:`~dynamics.divergence.LawWatch`); runs that broke it leave."""
+        keep = np.ones(len(self.rows), dtype=bool)
+        for k, i in enumerate(self.rows):
+            sim = self.sims[i]
+            sim._state, sim._carry = self._state_of(k), VerletCarry()
+            sim._watch()
+            keep[k] = sim.status == "running"
         if not keep.all():
             self._keep(keep)
 
@@ -308,18 +323,20 @@ class CanonicalBatch:
         with the diagnostics ``names`` (None: all)."""
         n_steps = max(1, int(round(t_end / self.h)))
         frames = [[sim.frame(names, arrays=False)] for sim in self.sims]
-        done = 0
+        done, watch = 0, self.sims[0].stepper.batch(self.X.shape[1])
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             while done < n_steps and len(self.rows):
                 chunk = min(every, n_steps - done)
                 recorded = list(self.rows)
-                for _ in range(chunk):
+                for j in range(chunk):
                     if not len(self.rows):
                         break
                     try:
                         self.step()
                     except FloatingPointError:
                         self.step_alone()
+                    if (j + 1) % watch == 0 or j + 1 == chunk:
+                        self.watch()
                 done += chunk
                 row = {int(i): k for k, i in enumerate(self.rows)}
                 stacked = stacked_frames(self, names)  # (None: each run reports alone)

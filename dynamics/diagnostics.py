@@ -264,6 +264,7 @@ def part_two(problem, state, energy0: float, *, names=None, arrays=True):
         (N, N), for the softmax models.
     """
     X, Y = state.X, state.P
+    names = None if names is None else frozenset(names)
     if names is not None and not (names & _MEASURED or "momentum_norm" in names):
         diag = {"t": float(state.t)} if "t" in names else {}
         if "damping" in names:

@@ -1,5 +1,6 @@
-"""When a run has diverged: the checks of each step, and the one message that says so
-(:class:`~dynamics.simulation.Simulation` stops the run at the first check that fails)."""
+"""When a run has diverged: the checks of each step, the watch on its energy law, and the
+one message that says so (:class:`~dynamics.simulation.Simulation` stops the run at the
+first check that fails)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import math
 import numpy as np
 
 from . import energy as en
+from .diagnostics import of_model
 from .models.part_one import confinement_notice
+
+#: The energy law holds while ``|energy_residual|`` stays within this fraction of the run's
+#: energy scale (:class:`LawWatch`); the integrator's error at the default ``dt`` is at
+#: most a tenth of it.
+LAW_TOLERANCE = 1e-2
+#: The diagnostics the watch reads.
+BALANCE = frozenset(("energy_residual", "dissipated", "work"))
 
 
 def feature_norm(X) -> float:
@@ -47,4 +56,57 @@ def divergence_message(t: float, why: str, values: dict, problem, n_tokens: int)
     return f"diverged at t = {t:.4g}: {why}; the run stopped (Reset to start again)"
 
 
-__all__ = ["check_step", "divergence_message", "feature_norm", "is_finite"]
+class LawWatch:
+    """The watch on a run's energy law ``E(t) − E(0) + ∫D − W = 0`` (Theory page: the
+    energy–dissipation law): a run whose ``|energy_residual|`` exceeds
+    :data:`LAW_TOLERANCE` of its energy scale ``max(|E − E(0)|, |∫D|, |W|, 1)`` (the
+    largest over the run so far) has broken it and stops, back on the last state checked
+    where it held: no broken balance is ever reported as data. The engine checks each
+    state it completes (every batch of steps, and each state it reports); one watch per
+    run, from :meth:`of`.
+
+    Attributes
+    ----------
+    held : State
+        A copy of the last state checked where the law held.
+    scale : float
+        The run's energy scale so far.
+    """
+
+    def __init__(self, symbol: str, state):
+        self.symbol, self.scale, self.held = symbol, 1.0, state.copy()
+
+    @classmethod
+    def of(cls, spec, problem, state, energy0) -> LawWatch | None:
+        """The watch of a run of ``spec`` from ``state``, or None where its model keeps no
+        energy balance (no finite ``energy_residual``)."""
+        diag, _ = of_model(spec, problem, state, energy0, BALANCE, arrays=False)
+        if not math.isfinite(diag.get("energy_residual", math.nan)):
+            return None
+        return cls(spec.energy_symbol, state)
+
+    def check(self, spec, problem, state, energy0) -> tuple | None:
+        """None while the law holds at ``state`` (its copy is then :attr:`held`), else
+        ``(t, why, held)``: the time it was found broken, why, and the state to stop on."""
+        if state.t == self.held.t:
+            return None
+        with np.errstate(all="ignore"):
+            diag, _ = of_model(spec, problem, state, energy0, BALANCE, arrays=False)
+            residual, dissipated = diag["energy_residual"], diag.get("dissipated", 0.0)
+            work = diag.get("work", 0.0)
+            scale = max(self.scale, abs(residual + work - dissipated), abs(dissipated),
+                        abs(work))
+        if abs(residual) <= LAW_TOLERANCE * scale:  # (False for NaN)
+            self.scale, self.held = scale, state.copy()
+            return None
+        E = self.symbol
+        share = abs(residual) / scale if math.isfinite(scale) else math.nan
+        why = (f"the energy law {E}(t) − {E}(0) + ∫D − W = 0 broke: its residual "
+               f"{residual:.3g} is {share:.3g} of the run's energy scale {scale:.3g} (at most "
+               f"{LAW_TOLERANCE:g}); shown: t = {self.held.t:.4g}, the last state where it "
+               "held; try a smaller dt (or steps chosen by rtol)")
+        return state.t, why, self.held
+
+
+__all__ = ["BALANCE", "LAW_TOLERANCE", "LawWatch", "check_step", "divergence_message",
+           "feature_norm", "is_finite"]

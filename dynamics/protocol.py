@@ -4,7 +4,8 @@ A setting the model does not read does nothing; ``dt`` and ``norm_limit`` apply 
 next step (:data:`LOOSE`); a setting that enters the model's energy (β, m, κ, k) continues
 from the current state and does *protocol work* ``E_new(state) − E_old(state)``, added to
 ``work`` so that the energy balance keeps its origin ``E(0)``; γ and the damping change
-the dynamics without work; every other setting restarts the run.
+the dynamics without work; every other setting restarts the run. The noise of
+stochastic logits does work too (:func:`noise_kick`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import energy as en
+from .noise import perturb_logits, softmax_with_log
 
 #: Settings that change a run without any effect on its dynamics or energy.
 LOOSE = ("dt", "norm_limit")
@@ -86,3 +88,15 @@ def distant_start(changed: dict) -> bool:
 
 __all__ = ["Change", "LOOSE", "TARGET_SETTINGS", "changed_settings", "continue_run",
            "distant_start", "model_energy", "restarts"]
+
+
+def noise_kick(spec, problem, st, scale: float, xi):
+    """The state ``st`` after a kick ``scale · ξ`` on its logits (stochastic logits, Theory
+    page), the energy jump it makes added to ``work`` and ``noise_work``: work done by the
+    noise, so that the balance keeps its origin."""
+    Z = perturb_logits(st.Z, scale, xi)
+    A, log_a = softmax_with_log(Z)
+    kicked = replace(st, Z=Z, A=A)
+    jump = (model_energy(spec, problem, kicked, log_a)
+            - model_energy(spec, problem, st, softmax_with_log(st.Z)[1]))
+    return replace(kicked, work=st.work + jump, noise_work=st.noise_work + jump)

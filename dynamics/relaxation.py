@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from .energy import max_reduce, min_reduce, oscillation, row_variance, rowsoftmax
+from .energy import log_rowsoftmax, max_reduce, min_reduce, oscillation, row_variance, rowsoftmax
 from .logits import axpy, centre_rows, phi1
 from .workspace import Workspace
 
@@ -139,13 +139,29 @@ def simpson_nodes(x, panels):
     return u, [scale * w / uk for w, uk in zip(weights[1:], u[1:], strict=True)]
 
 
+#: The most panels of :func:`trapezoid_panels`; a relaxation whose logits move further
+#: (``spread`` over ``0.75 ×`` this) takes its dissipation from the free energy instead
+#: (:func:`relax_chain`).
+MAX_TRAPEZOID_PANELS = 64
+#: The largest ``spread`` :func:`trapezoid_panels` resolves.
+RESOLVED_SPREAD = 0.75 * MAX_TRAPEZOID_PANELS
+
+
 def trapezoid_panels(spread):
     """Panels of the corrected trapezoid rule of :func:`relax_to_target`: two per panel of
     :func:`simpson_panels`, so the same samples as Simpson's rule once it needs more than
     one panel. On the same nodes (spacing ``H``) its error, ``H⁴/720 ∫F⁗``, is a quarter
     of Simpson's ``H⁴/180 ∫F⁗``; its single panel, up to ``spread`` 0.75, needs no sample
     inside."""
-    return int(min(64, max(1, math.ceil(spread / 0.75))))
+    return int(min(MAX_TRAPEZOID_PANELS, max(1, math.ceil(spread / 0.75))))
+
+
+def target_divergence(Z, log_t):
+    """``Σ_i KL(rowsoftmax(Z)_i ‖ T_i)`` with ``log_t`` the target's log-attention: along a
+    relaxation towards a frozen target it falls at ``β D`` (Theory page: the logit form),
+    so its drop over the relaxation, divided by ``β``, is the energy it dissipates."""
+    log_a = log_rowsoftmax(Z)
+    return float(np.sum(np.exp(log_a) * (log_a - log_t)))
 
 
 def relax_to_target(Z, T, beta, lam, tau, A0, *, D0=None, K0=None, centre=True, work=None,
@@ -220,6 +236,11 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
     ``s`` covers ``u`` from ``U_s`` down to ``U_{s+1} = U_s e^{−λτ_s}`` (``U_0 = 1``), so
     each block of rows computes ``W`` and its powers once for all of them.
 
+    A relaxation whose logits move too far for the trapezoid rule's panels (``spread``
+    ``(1 − E)·max osc(W)`` over :data:`RESOLVED_SPREAD`: attention jumping between
+    vertices, in a run whose scores run away) takes no sample inside and its mean
+    dissipation from the drop of :func:`target_divergence`, exact to rounding.
+
     Returns
     -------
     list of tuples ``(Z_end, A_end, D_start, D_end, mean_D, K_end)``, one per relaxation.
@@ -231,7 +252,7 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
     rows = max(1, min(N, _BLOCK_ELEMENTS // max(n, 1)))
     bshape = (rows, n)
     Wb, W2, W3 = work.get("rt.W", bshape), work.get("rt.W2", bshape), work.get("rt.W3", bshape)
-    Zm = work.get("rt.Zm", bshape)
+    Zm, Em = work.get("rt.Zm", bshape), work.get("rt.Em", bshape)
     ones = np.ones(n)
     hi, lo = np.empty(N), np.empty(N)
     rate = lam / beta
@@ -272,7 +293,9 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
             w2 = np.multiply(w, w, out=W2[:k_rows])
             w3 = np.multiply(w2, w, out=W3[:k_rows])
             for k, (u, out) in enumerate(samples):
-                Zk, Ek = (out[0][r0:r1], out[1][r0:r1]) if out else (Zm[:k_rows],) * 2
+                # (an inside sample's logits and exponentials in separate arrays: a row
+                # whose sum underflows is recomputed from its logits)
+                Zk, Ek = (out[0][r0:r1], out[1][r0:r1]) if out else (Zm[:k_rows], Em[:k_rows])
                 np.multiply(w, u - 1.0, out=Zk)  # Z − (1 − u) W
                 Zk += Zb
                 s = sums[0, k, r0:r1]
@@ -306,12 +329,15 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
             samples.extend((U[s] * uk, None) for uk in u[1:-1])  # ... and inside
         V, k3 = sweep(samples)
         osc = float(np.max(hi - lo))
-        needed = [trapezoid_panels((1.0 - E) * U[s] * osc) for s, E in enumerate(Es)]
+        spreads = [(1.0 - E) * U[s] * osc for s, E in enumerate(Es)]
+        # (a relaxation the rule cannot resolve needs no sample inside: see below)
+        needed = [1 if x > RESOLVED_SPREAD else trapezoid_panels(x) for x in spreads]
         if needed == panels:
             break
         panels = needed
         hints.update({f"rt.panels.{s}": m for s, m in enumerate(panels)})
 
+    log_t, starts = None, [Z] + [out[0] for out in outs[:-1]]
     results, at = [], 0
     if D0 is None:
         D_start, K_start = rate * float(V[-1]), rate * float(k3[-1])
@@ -333,6 +359,10 @@ def relax_chain(Z, T, beta, lam, taus, A0, *, D0=None, K0=None, centre=True, wor
         slope_end = rate * (V_end + E * k3_end)
         slope_start = D_start + K_start
         mean_D = phi1(x) / m * (inner + H / 12.0 * (slope_end - slope_start))
+        if spreads[s] > RESOLVED_SPREAD:  # too far for the rule: from the KL's drop
+            log_t = log_rowsoftmax(T) if log_t is None else log_t
+            mean_D = lam * (target_divergence(starts[s], log_t)
+                            - target_divergence(outs[s][0], log_t)) / (beta * x)
         results.append((*outs[s], D_start, D_end, mean_D, K_end))
         D_start, K_start = D_end, K_end
         at += m

@@ -2,19 +2,16 @@
 
 :class:`Simulation` builds a model's problem and initial state from the settings (the
 model's :class:`~dynamics.models.registry.ModelSpec`), advances it with the model's
-stepper (the contract of :mod:`dynamics.steppers.base`), stops a run that diverges with
-one message format (:mod:`dynamics.divergence`), and reports :class:`~dynamics.frame.Frame` objects.
+stepper (the contract of :mod:`dynamics.steppers.base`), stops a run that diverges or
+breaks its energy law with one message format (:mod:`dynamics.divergence`), and reports
+:class:`~dynamics.frame.Frame` objects.
 
 It is the one place that applies a setting change (:meth:`Simulation.sync`; what each
 does, protocol work included, is written in :mod:`dynamics.protocol`).
 
-It also adds the noise of stochastic logits (``logit_noise`` σ > 0, Theory page:
-stochastic logits) after each step of the scheme, for the models that read it: the logits
-get ``σ √((1 − e^{−2λh})/(2λ)) ξ`` (:mod:`dynamics.noise`), the energy jump this makes is
-added to ``work`` (and to ``noise_work``, its noise share), so the balance
-``energy_residual`` stays at integrator accuracy, and the stepper drops what its carry
-took from the old attention (:meth:`~dynamics.steppers.base.Stepper.perturbed`). The
-increments of step ``n`` depend on ``(seed, replica, n)`` only.
+It also adds the noise of stochastic logits (Theory page; :mod:`dynamics.noise`) after each
+step, its energy jump added to ``work`` (:func:`~dynamics.protocol.noise_kick`); the stepper
+drops what its carry took from the old attention (:meth:`~.steppers.base.Stepper.perturbed`).
 """
 
 from __future__ import annotations
@@ -27,10 +24,10 @@ from . import energy as en
 from . import models as registry
 from . import protocol
 from .diagnostics import of_model
-from .divergence import check_step, divergence_message, feature_norm, is_finite
+from .divergence import LawWatch, check_step, divergence_message, feature_norm, is_finite
 from .frame import DIVERGED, FAILED, RUNNING, Frame
 from .given import build_with, check_initial_arrays
-from .noise import NoiseClock, noise_scale, perturb_logits, softmax_with_log
+from .noise import NoiseClock, noise_scale
 from .protocol import Change, model_energy
 from .settings import Settings
 from .state import State
@@ -53,13 +50,17 @@ class Simulation:
         ensemble share the initial data and differ in their noise.
     score_matrix, value_matrix : array_like, shape (d, d), optional
         Part I's ``M`` (scores ``S = X M Xᵀ``) and value map ``W_V`` (``O = A X W_Vᵀ``)
-        instead of those drawn from the seed. A Transformer head with queries
-        ``X W_Qᵀ``, keys ``X W_Kᵀ`` has ``M = W_Qᵀ W_K/√d_h`` and ``W_V = W_O,h W_V,h``
-        (:mod:`dynamics.heads` writes the convention down, biases included).
+        instead of the seed's (a Transformer head's, biases included: :mod:`dynamics.heads`).
     kernel, value : array_like, shape (d, d), optional
         Part II's kernel ``A`` and value ``V`` instead of those of the settings.
     **values
         Setting values, used when ``settings`` is not given.
+
+    Attributes
+    ----------
+    law : LawWatch or None
+        The watch on the run's energy law (:class:`~dynamics.divergence.LawWatch`; None
+        for a model without one, or set to None to step past a broken law on purpose).
 
     Examples
     --------
@@ -72,8 +73,7 @@ class Simulation:
     def __init__(self, settings: Settings | None = None, *, features=None, momenta=None,
                  attention=None, replica: int = 0, score_matrix=None, value_matrix=None,
                  kernel=None, value=None, **values):
-        if isinstance(replica, bool) or not isinstance(replica, int | np.integer) \
-                or replica < 0:
+        if isinstance(replica, bool) or not isinstance(replica, int | np.integer) or replica < 0:
             raise ValueError(f"replica must be a non-negative integer, got {replica!r}")
         self.replica = int(replica)
         self.settings = settings if settings is not None else Settings(**values)
@@ -189,23 +189,23 @@ class Simulation:
                         self._advance_one()
                     left -= batch
                     self._finish()
+                    self._watch()
             finally:  # no state outside a call of advance has deferred work
                 self._finish()
+        self._watch()
 
     def use_stepper(self, stepper, dt: float | None = None) -> None:
         """Advance the current run with ``stepper`` (a :class:`~dynamics.steppers.base.Stepper`
-        on :attr:`problem`, e.g. :class:`~dynamics.solvers.adaptive.AdaptiveStepper`) instead of
-        the model's own, with steps of ``dt`` (default: the setting), until a restart or
-        a setting change that continues the run."""
+        on :attr:`problem`, e.g. :class:`~dynamics.solvers.adaptive.AdaptiveStepper`), steps
+        of ``dt`` (default: the setting), until a restart or a change that continues it."""
         self._finish()
         self._stepper, self._carry = stepper, stepper.start(self._state)
         if dt is not None:
             self._dt = float(dt)
 
     def frame(self, names=None, arrays: bool = True) -> Frame:
-        """The frame of the current state: every diagnostic of the model, or only
-        ``names``; without ``arrays`` no ``softmax``, ``target``, ``kl_rows`` or ``heads``
-        (:func:`~dynamics.diagnostics.of_model`)."""
+        """The frame of the current state: every diagnostic of the model, or only ``names``;
+        without ``arrays`` no ``softmax``, ``target``, ``kl_rows`` or ``heads`` (``of_model``)."""
         st = self._state
         diag, arrays = of_model(self.spec, self._problem, st, self._energy0, names, arrays)
         return Frame(t=st.t, features=st.X.copy(), momenta=st.P.copy(),
@@ -217,10 +217,9 @@ class Simulation:
 
     # -- the loop -------------------------------------------------------
     def _restart(self, first: bool = False, values: dict | None = None) -> None:
-        """Build the run of the current settings (``values``: their values, if read
-        already) with the arrays given (:func:`~dynamics.given.build_with`); nothing
-        changes if the build fails (its ``ValueError`` says why, and the next call tries
-        again)."""
+        """Build the run of the current settings (``values``: theirs, if read already) with
+        the arrays given (:func:`~dynamics.given.build_with`); a build that fails changes
+        nothing (its ``ValueError`` says why, and the next call tries again)."""
         s = self.settings
         seen, values = s.changes, s.values() if values is None else values
         spec = registry.get(values["model"])
@@ -233,27 +232,20 @@ class Simulation:
         self.status, self.message, self.diverged_at = RUNNING, "", None
         self._problem, self._state, self._stepper = problem, state, stepper
         self._carry = stepper.start(state)
-        self._memo = None
-        self._changes = []
+        self._memo, self._changes = None, []
         self._energy0 = model_energy(spec, problem, state)
+        self.law = LawWatch.of(spec, problem, state, self._energy0)
 
     def _noise_of(self, values) -> float:
         """σ for this model: 0 unless it reads ``logit_noise`` (it relaxes attention)."""
         return float(values["logit_noise"]) if "logit_noise" in self.spec.reads() else 0.0
 
     def _perturb(self, new, carry, h):
-        """The state after the noise of one step of ``h`` on its logits, and the carry the
-        stepper continues from (the energy jump is work done by the noise)."""
+        """The state and carry after the noise of a step of ``h`` on the state's logits."""
         scale = noise_scale(self._sigma, self._problem.relaxation_rate, h)
         xi = self._clock.increment(new.Z.shape)
-        Z = perturb_logits(new.Z, scale, xi)
-        A, log_a = softmax_with_log(Z)
-        perturbed = replace(new, Z=Z, A=A)
-        jump = (model_energy(self.spec, self._problem, perturbed, log_a)
-                - model_energy(self.spec, self._problem, new, softmax_with_log(new.Z)[1]))
-        perturbed = replace(perturbed, work=new.work + jump,
-                            noise_work=new.noise_work + jump)
-        return self._stepper.perturbed(perturbed, carry, scale * en.oscillation(xi))
+        kicked = protocol.noise_kick(self.spec, self._problem, new, scale, xi)
+        return self._stepper.perturbed(kicked, carry, scale * en.oscillation(xi))
 
     def _advance_one(self) -> None:
         st, h, stepper = self._state, self._dt, self._stepper
@@ -269,8 +261,7 @@ class Simulation:
             self._diverge(st.t + h, f"non-finite value ({err})")
             return
         except TooStiff as err:
-            self.status = FAILED
-            self.message = f"stopped at t = {st.t:.4g}: {err}"
+            self.status, self.message = FAILED, f"stopped at t = {st.t:.4g}: {err}"
             return
         if not finite:
             self._diverge(new.t, "non-finite value")
@@ -290,6 +281,15 @@ class Simulation:
         except DeferredOverflow as err:
             self._state, self._carry = err.state, err.carry
             self._diverge(err.t, f"non-finite value ({err})")
+
+    def _watch(self) -> None:
+        """Stop a run that broke its energy law, back where it held (not while holding)."""
+        if self.law and self.status == RUNNING and not getattr(self._stepper, "hold", 0):
+            broke = self.law.check(self.spec, self._problem, self._state, self._energy0)
+            if broke is not None:
+                t, why, self._state = broke
+                self._carry = self._stepper.start(self._state)
+                self._diverge(t, why)
 
     def _diverge(self, t, why) -> None:
         self.status, self.diverged_at = DIVERGED, float(t)

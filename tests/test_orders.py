@@ -72,6 +72,7 @@ def test_measured_order_matches_the_stepper(model, regime):
     for k in exponents:
         dt = 2.0**-k
         sim = Simulation(base.copy(dt=dt))
+        sim.law = None  # the coarsest steps miss the balance by over 1 %, on purpose
         sim.advance(int(round(T_END / dt)))
         assert sim.status == "running", sim.message
         assert sim.t == pytest.approx(T_END, abs=1e-12)

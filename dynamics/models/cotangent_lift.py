@@ -7,7 +7,10 @@ output,
 
 so the attention target is ``rowsoftmax(βŜ)``, ``Ŝ = S − P W_V Xᵀ``. The momentum term
 ``⟨P, A X W_Vᵀ⟩`` of ``H`` has either sign (it is not a kinetic energy): frames report it
-as ``momentum_energy`` and ``kinetic_energy`` as NaN (not applicable).
+as ``momentum_energy`` and ``kinetic_energy`` as NaN (not applicable). Linear in ``P``,
+``H`` has no lower bound, and ``k`` does not act on ``Ẋ``: at N = 16 attention ends on a
+vertex while ``H`` falls to about −1.26e5 by t = 13 and ``‖P‖`` grows as ``e^{0.38 t}``
+(Theory page: "The cotangent lift: an energy without a floor").
 """
 
 from __future__ import annotations
@@ -125,8 +128,10 @@ $$\dot X = A X W_V^\top,\quad \dot P = -A^\top P W_V + f(A,X),\quad C^H = C + P 
 The feature velocity <i>is</i> the attention output. Law: $dH/dt = -D \le 0$
 (the tracking bound is n/a: the target is $\mathrm{rowsoftmax}(\beta\hat S)$,
 $\hat S = S - P W_V X^\top$). There is no kinetic energy: the momentum term
-$\langle P, A X W_V^\top\rangle$ of $H$ (the momentum energy) has either sign.</p>""",
-    look_for="The features move with the attention output; H only decreases.",
+$\langle P, A X W_V^\top\rangle$ of $H$ (the momentum energy) has either sign, so $H$ has
+no floor (<a href="#the-cotangent-lift-an-energy-without-a-floor">an energy without a
+floor</a>).</p>""",
+    look_for="The features move with the attention output; H only decreases, without a floor.",
     build=_build, reproblem=part_one.same_state,
     stepper=Strang, energy=_energy, diagnostics=_diagnostics,
     not_applicable=NOT_APPLICABLE,
