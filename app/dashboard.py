@@ -27,7 +27,7 @@ from .mainview.explain import Explanation
 from .mainview.head_choice import fit_real_head
 from .mainview.heatmaps import Heatmaps
 from .mainview.real_heads import RealHeads
-from .mainview.timeseries import TimeSeries
+from .mainview.timeseries import TimeSeries, zero_text
 from .mainview.trajectories import Trajectories
 from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
 from .page import CSS, TABS, Page  # noqa: F401 (TABS: read here by the tests)
@@ -109,6 +109,10 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
                                          sizing_mode="stretch_width")
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
                                         sizing_mode="stretch_width")
+        # what the model has ≡ 0 by construction (its plots are not shown), in one line
+        self.zero_line = pn.pane.Markdown("", visible=False, sizing_mode="stretch_width",
+                                          margin=(0, 10), css_classes=["zero-line"],
+                                          stylesheets=[CSS])
         self.downloads = export.download_buttons(self)
         self.slide_downloads = slides.download_buttons(self)  # issue #16: slides
         self.pinned = PinnedRuns(self)  # issue #16: pinned runs drawn as ghosts
@@ -268,6 +272,8 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
             if projecting:
                 self.projector_mode.apply(False)
             self.timeseries.set_model(self.settings.model)
+            zero = zero_text(self.settings.model)
+            self.zero_line.param.update(object=zero, visible=bool(zero))
             self.heatmaps.set_model(self.settings.model)
             self.clustering.set_model(self.settings.model)
             self.timeseries.clear()

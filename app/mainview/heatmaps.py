@@ -38,7 +38,7 @@ from bokeh.models import (
 from bokeh.palettes import RdBu11, Viridis256
 from bokeh.plotting import figure
 
-from app.models import ZERO_NOTE, spec
+from app.models import spec
 
 _TINY = 1e-300
 #: Smallest colour limit of the log-ratio map (a converged run shows a flat map).
@@ -260,13 +260,12 @@ class Heatmaps(pn.viewable.Viewer):
             self._chosen.indices = []
 
     def set_model(self, model: str) -> None:
-        """Say on the lag map when the model's attention is the softmax (its spec's
-        ``identically_zero`` has ``kl``: log(A/A*) ≡ 0, drawn as rounding noise)."""
-        title = self.fig_ratio.title.text.removesuffix(f" {ZERO_NOTE}")
-        if "kl" in spec(model).identically_zero:
-            title += f" {ZERO_NOTE}"
-        if title != self.fig_ratio.title.text:
-            self.fig_ratio.title.text = title
+        """No lag map when the model's attention is the softmax (its spec's
+        ``identically_zero`` has ``kl``: log(A/A*) ≡ 0, only rounding noise to draw; the
+        page says so in one line, :func:`app.mainview.timeseries.zero_text`)."""
+        shown = "kl" not in spec(model).identically_zero
+        if self.fig_ratio.visible != shown:
+            self.fig_ratio.visible = shown
 
     @param.depends("color_scale", watch=True)
     def _swap_mappers(self) -> None:

@@ -193,6 +193,11 @@ class RealHeads(pn.viewable.Viewer):
         if dash.settings.weights == "checkpoint":
             self.sentence_note.object = f"**{message}**"
 
+    @property
+    def has_words(self) -> bool:
+        """The run shown is a sentence: words label the heatmaps' rows and columns."""
+        return bool(self._tokens and self._tokens[0])
+
     # -- frames ------------------------------------------------------------------
     def update(self, frame) -> None:
         """Show the words and the heads of ``frame`` (after the heatmaps and tokens)."""
