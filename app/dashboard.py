@@ -26,8 +26,9 @@ from .mainview.controls import Controls
 from .mainview.explain import Explanation
 from .mainview.head_choice import fit_real_head
 from .mainview.heatmaps import Heatmaps
+from .mainview.model_lines import zero_text
 from .mainview.real_heads import RealHeads
-from .mainview.timeseries import TimeSeries, zero_text
+from .mainview.timeseries import TimeSeries
 from .mainview.trajectories import Trajectories
 from .models import COMPARISON_MODEL, fit_real_heads, not_applicable
 from .page import CSS, TABS, Page  # noqa: F401 (TABS: read here by the tests)
@@ -81,7 +82,10 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
         if query is None and pn.state.curdoc is not None and pn.state.curdoc.session_context:
             query = pn.state.session_args
         if query:
-            notices += self.apply_query(query)
+            refused = self.apply_query(query)
+            notices += refused
+            if refused:  # the URL keeps what was applied, not a value it refused
+                pn.state.onload(self._sync_url)
         # a real head that does not exist (?weights=minilm&layer=3): the nearest that does
         notices += fit_real_head(self.settings)
         self.notice = "\n".join(notices)

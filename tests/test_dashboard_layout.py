@@ -6,9 +6,9 @@ widest plot fits a 1024 px window beside the sidebar.
 
 import panel as pn
 
+from app.dashboard import Dashboard
 from app.mainview import layout
 from app.mainview.trajectories import TITLES
-from app.dashboard import Dashboard
 from app.teaching.projector import DRAWER_STYLES, FONT, PLOT_SIZE, SERIES_TICKS
 
 

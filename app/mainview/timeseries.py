@@ -33,10 +33,11 @@ from bokeh.events import Reset
 from bokeh.models import ColumnDataSource, Label, LinearAxis, Range1d
 from bokeh.palettes import Category10_10 as C
 
-from app.models import ZERO_NOTE, energy_symbol, not_applicable, spec
+from app.models import not_applicable, spec
 
 from .guides import Guides
 from .markers import ChangeMarkers
+from .model_lines import DIAGNOSTIC, MOMENTUM_TERM, legend_states, zero_text  # noqa: F401
 from .plots import legend_below, time_figure
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
 
@@ -50,15 +51,6 @@ BATCH = 8
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",
            "d_potential", "dissipated", "residual", "dissipation_rate", "distance", "distance_t",
            "momentum")
-#: The diagnostic each line draws (where a model's spec may say it is n/a or ≡ 0).
-_DIAGNOSTIC = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
-               "residual": "energy_residual", "dissipation_rate": "dissipation_rate",
-               "dissipated": "dissipated", "momentum": "kinetic_energy"}
-#: The symbol of the potential's line: a model whose energy is the potential draws one line.
-POTENTIAL = "Φ"
-#: The momentum line's label when the momentum term of H is not a kinetic energy
-#: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
-MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
 #: The energy plot's title (short enough for the narrow layout's plot width, 1024 px).
 ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
 #: Lines of the energy plot drawn on its right-hand axis: the kinetic energy (≈ 18
@@ -72,56 +64,6 @@ KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K", "momentum term"
 def _finite(x) -> float:
     x = float(x)
     return x if math.isfinite(x) else 0.0
-
-
-#: How the one line under the plots names each diagnostic that vanishes by construction.
-ZERO_NAMES = {"kl": "the lag Σ KL(Aᵢ‖A*ᵢ) and log(A/A*)", "kl_bound": "its tracking bound",
-              "dissipation_rate": "the dissipation rate D",
-              "dissipated": "the dissipated energy ∫D dt"}
-
-
-def zero_text(model: str) -> str:
-    """One line saying which plotted quantities model ``model`` has ≡ 0 by construction
-    (its spec's ``identically_zero``) and why; "" for a model that has none."""
-    zero = [k for k in ZERO_NAMES if k in spec(model).identically_zero]
-    if not zero:
-        return ""
-    names = [ZERO_NAMES[k] for k in zero]
-    listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-    why = ("its attention is the softmax A* at every instant, so it never lags and "
-           "nothing dissipates" if "kl" in zero else "by construction")
-    return (f"**Not plotted, ≡ 0 for the {model} model:** {listed} — {why} "
-            f"(Theory page: {spec(model).title}).")
-
-
-def legend_states(model: str, labels: dict) -> dict[str, tuple[str, bool, bool]]:
-    """What model ``model``'s spec says of each line: ``{key: (legend label, line drawn,
-    legend item shown)}`` for the lines' plain ``labels`` (``{key: label}``).
-
-    The energy is named by ``energy_symbol``; a diagnostic in ``not_applicable`` is
-    hidden and labelled "n/a", one in ``identically_zero`` hidden and labelled "≡ 0";
-    when the energy is the potential Φ, the potential's line (the same curve) is not
-    drawn twice, and the momentum line is left out of a model without momenta.
-    """
-    s = spec(model)
-    energy = energy_symbol(model)
-    missing, zero = set(not_applicable(model)), set(s.identically_zero)
-    labels = dict(labels)
-    labels["d_energy"] = f"{energy}(t) − {energy}(0)"
-    labels["residual"] = f"residual {energy}−{energy}(0)+∫D−W"
-    if "kinetic_energy" in missing:  # the momentum term is no kinetic energy
-        labels["momentum"] = MOMENTUM_TERM
-    states = {}
-    for key, label in labels.items():
-        diagnostic = _DIAGNOSTIC.get(key)
-        if key == "momentum" and diagnostic in missing:
-            diagnostic = "momentum_energy"
-        note = (" — n/a for this model" if diagnostic in missing
-                else f" {ZERO_NOTE}" if diagnostic in zero else "")
-        listed = not (key == "d_potential" and energy == POTENTIAL
-                      or key == "momentum" and "init_momentum" not in s.settings)
-        states[key] = (label + note, listed and not note, listed)
-    return states
 
 
 class TimeSeries(pn.viewable.Viewer):
@@ -230,8 +172,7 @@ class TimeSeries(pn.viewable.Viewer):
             self._show(fig, self._wanted(fig))
 
     def _wanted(self, fig) -> bool:
-        """Whether ``fig`` is shown: the KL plot of the chosen axis, the distance plot in
-        comparison mode, any other plot; none that the model leaves without a line."""
+        """Whether ``fig`` is shown (the KL plot of the chosen axis; none left empty)."""
         if fig in self._empty:
             return False
         if fig is self.fig_distance:
@@ -273,7 +214,7 @@ class TimeSeries(pn.viewable.Viewer):
                                       else KINETIC_AXIS)
         self._empty = frozenset(
             fig for fig in self.figures
-            if all(_DIAGNOSTIC.get(k) in zero for k in self._fig_columns[fig]))
+            if all(DIAGNOSTIC.get(k) in zero for k in self._fig_columns[fig]))
         for fig in self.figures:
             if fig.visible != self._wanted(fig):
                 self._show(fig, self._wanted(fig))
