@@ -181,6 +181,8 @@ def scale_limits(scale: str, low: float, high: float, lo: float, hi: float):
         if 0 <= low <= lo and hi <= high <= 1 and high - low <= AUTO_FILL * span:
             return None
         step = 2.0 ** (math.floor(math.log2(span)) - 3)
+        if hi - lo < span:  # (centred on the entries)
+            lo, hi = 0.5 * (lo + hi - span), 0.5 * (lo + hi + span)
         new = (max(0.0, math.floor(lo / step) * step), min(1.0, math.ceil(hi / step) * step))
         if new[1] <= new[0]:
             new = (max(0.0, new[0] - step), min(1.0, new[1] + step))
