@@ -41,7 +41,7 @@ def test_quantities_zero_by_construction_are_said_to_be(model):
     assert ts.fig_energy.visible and d.heatmaps.fig_attention.visible
     assert d.zero_line.visible
     line = d.zero_line.object
-    for said in ("≡ 0", "KL", "log(A/A*)", "dissipation rate D", "softmax"):
+    for said in ("≡ 0", "KL(A‖A\\*)", "log(A/A\\*)", "dissipation D", "softmax"):
         assert said in line, (said, line)
     labels = [item.label.value for item in ts.fig_energy.legend[0].items if item.visible]
     assert len(labels) == len(set(labels))  # Φ(t) − Φ(0) once for the transformer

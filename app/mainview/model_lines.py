@@ -17,24 +17,23 @@ POTENTIAL = "Φ"
 MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
 #: A legend item's mark of a line ≡ 0 by construction (not drawn).
 ZERO_MARK = "≡ 0"
-#: How the one line above the plots names each diagnostic that vanishes by construction.
-ZERO_NAMES = {"kl": "the lag Σ KL(Aᵢ‖A*ᵢ) and log(A/A*)", "kl_bound": "its tracking bound",
-              "dissipation_rate": "the dissipation rate D",
-              "dissipated": "the dissipated energy ∫D dt"}
+#: How the one line above the plots names each diagnostic that vanishes by construction
+#: (Markdown: ``*`` escaped).
+ZERO_NAMES = {"kl": "the lag KL(A‖A\\*) and log(A/A\\*)", "kl_bound": "its bound",
+              "dissipation_rate": "the dissipation D", "dissipated": "∫D"}
 
 
 def zero_text(model: str) -> str:
-    """One line saying which plotted quantities model ``model`` has ≡ 0 by construction
-    (its spec's ``identically_zero``) and why; "" for a model that has none."""
+    """One line (Markdown) saying which plotted quantities model ``model`` has ≡ 0 by
+    construction (its spec's ``identically_zero``) and why; "" for a model that has none."""
     zero = [k for k in ZERO_NAMES if k in spec(model).identically_zero]
     if not zero:
         return ""
     names = [ZERO_NAMES[k] for k in zero]
     listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
-    why = ("its attention is the softmax A* at every instant, so it never lags and "
-           "nothing dissipates" if "kl" in zero else "by construction")
-    return (f"**Not plotted, ≡ 0 for the {model} model:** {listed} — {why} "
-            f"(Theory page: {spec(model).title}).")
+    why = ("its attention is the softmax A\\* at every instant" if "kl" in zero
+           else "by construction")
+    return f"**Not plotted, ≡ 0 for the {model} model:** {listed} — {why}."
 
 
 def legend_states(model: str, labels: dict) -> dict[str, tuple[str, bool, bool]]:
