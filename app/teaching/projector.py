@@ -6,8 +6,10 @@ On: the sidebar, the equations, the caption, the notices, the page title and the
 developer's status line (frame rate, server time) are hidden (a tour step's text stays);
 the main tab keeps five plots in two rows: the attention ``A(t)`` beside its softmax
 ``A*(t)`` (the comparison "attention relaxes to softmax") and the tokens, then the lag on
-its log axis and the energy balance, each of :data:`SIZES`; on the sphere the clustering
-view's four plots. Every axis label and tick label is :data:`FONT` or larger; lines are
+its log axis and the energy balance, each of :data:`SIZES`; on a real sentence (words on
+the heatmaps' axes) A and A* alone, large enough that each word's row and column is
+read at :data:`FONT`; on the sphere the clustering view's four plots, the unit circle in
+a square frame. Every axis label and tick label is :data:`FONT` or larger; lines are
 drawn :data:`LINE_SCALE` times thicker, in black text; the plots' toolbars are hidden (a
 toolbar above a plot covered its large title). "☰ Controls" opens the controls as a
 drawer over the plots (scrolling on its own), not beside them: the plots keep their
@@ -19,6 +21,7 @@ screen. Off: everything as before (each change is recorded and undone).
 from __future__ import annotations
 
 import param
+from bokeh.models import ColorBar
 from panel.custom import JSComponent
 
 from app.serving.server import locked
@@ -76,6 +79,8 @@ def _text_props(fig, scale: float = 1.0, title_font: str = TITLE_FONT) -> dict:
                        "major_label_text_font_size": font,
                        "axis_label_text_color": "black", "major_label_text_color": "black"}
     props[fig.title] = {"text_font_size": title, "text_color": "black"}
+    for bar in fig.select(ColorBar):  # (its ticks were left at 9 px)
+        props[bar] = {"major_label_text_font_size": legend_font}
     if fig.legend:  # legends in rows (below the plots): three columns, two rows at most
         legend = fig.legend[0]
         props[legend] = {"label_text_font_size": legend_font}
