@@ -13,6 +13,7 @@ class sees them at 1280×720, read from pixels. One page, loaded once per URL:
 """
 
 import re
+import time
 
 import pytest
 from pixels import assert_no_sideways_scroll, assert_plots_show_data, plot_frames
@@ -37,6 +38,16 @@ CELL = """
 """
 
 
+def _frames_when(page, ok, timeout=60.0):
+    """The plots shown (:func:`pixels.plot_frames`), once ``ok(frames)`` holds."""
+    end = time.monotonic() + timeout
+    while True:
+        frames = plot_frames(page)
+        if ok(frames) or time.monotonic() > end:
+            return frames
+        page.wait_for_timeout(250)
+
+
 def _open(page, url, banner):
     page.goto(url)
     page.get_by_text(banner).first.wait_for(timeout=90000)
@@ -48,19 +59,16 @@ def test_main_tab_steps_as_a_class_sees_them(page, server, console_errors):
 
     # -- the real head in projector mode: two large heatmaps, every word readable
     _open(page, server + "?tour_step=2&projector=true", "Tour 2/")
-    page.wait_for_function(
-        "() => Bokeh.index.all_views().filter(v => v.frame && v.model.visible"
-        " && v.canvas_view && v.canvas_view.el.isConnected"
-        " && v.canvas_view.el.checkVisibility()).length === 2", timeout=60000)
-    frames = plot_frames(page)
+    frames = _frames_when(page, lambda fs: len(fs) == 2 and min(f["height"] for f in fs) > 200)
     assert sorted(f["title"] for f in frames) == ["Attention A(t)", "Softmax A*(t)"], frames
     cell = page.evaluate(CELL, ["Attention A(t)", 10, 2])  # the row of "it", column "animal"
     assert cell["n"] >= 12
     for f in frames:  # each word's row and column at least the labels' height (18 px)
         assert f["height"] >= 18 * cell["n"] and f["width"] >= 18 * cell["n"], f
     assert_plots_show_data(page, at_least=2)
-    page.mouse.move(cell["x"], cell["y"])
-    tip = page.locator(".bk-tooltip").first
+    page.mouse.move(cell["x"] - 30, cell["y"] - 30)
+    page.mouse.move(cell["x"], cell["y"], steps=5)
+    tip = page.locator(".bk-tooltip-content").first
     tip.wait_for(timeout=10000)
     text = tip.inner_text()
     assert re.search(r"\d+ \(it\)", text) and re.search(r"\d+ \(animal\)", text), text
@@ -78,11 +86,8 @@ def test_main_tab_steps_as_a_class_sees_them(page, server, console_errors):
 
     # -- the sphere in projector mode: a round unit circle
     _open(page, server + "?tour_step=12&projector=true", "Tour 12/")
-    page.wait_for_function(
-        "() => Bokeh.index.all_views().some(v => v.frame && v.model.title"
-        " && v.model.title.text === 'Tokens on the sphere' && v.canvas_view.el.isConnected"
-        " && v.canvas_view.el.checkVisibility())", timeout=60000)
-    (sphere,) = plot_frames(page, only=["Tokens on the sphere"])
+    frames = _frames_when(page, lambda fs: len(fs) == 4)
+    (sphere,) = [f for f in frames if f["title"] == "Tokens on the sphere"]
     assert abs(sphere["width"] - sphere["height"]) <= 2 and sphere["width"] >= 140, sphere
 
     # -- projector mode off on the default page; a refused URL value; β's real value
