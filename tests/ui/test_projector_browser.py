@@ -95,12 +95,12 @@ def test_main_tab_steps_as_a_class_sees_them(page, server, console_errors):
     page.wait_for_function("() => !window.location.search.includes('n_tokens')",
                            timeout=60000)
     replay = page.get_by_role("button", name="↺ Replay from A(0)")
+    page.get_by_role("button", name="☰ Controls").wait_for(timeout=60000)
     page.get_by_role("button", name="Projector mode").click()
-    replay.wait_for(timeout=30000)
-    page.wait_for_function(
-        "() => { const e = [...document.querySelectorAll('*')].find(e => e.shadowRoot"
-        " && e.shadowRoot.querySelector('.noUi-handle[aria-valuenow=\"2\"]')); return !!e; }",
-        timeout=30000)
+    replay.wait_for(timeout=90000)
+    # β = 2 on its log10 slider: the handle says 2 (it said 0.3)
+    page.locator('.noUi-handle[aria-valuenow="2"][aria-valuetext="2"]').first.wait_for(
+        state="attached", timeout=60000)
     box = replay.bounding_box()
     assert box["x"] < 320, box  # in the sidebar at the left, not a drawer at the right
     energy = [f for f in plot_frames(page) if f["title"].startswith("Energy balance")]
