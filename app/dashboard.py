@@ -26,6 +26,7 @@ from .mainview.controls import Controls
 from .mainview.explain import Explanation
 from .mainview.head_choice import fit_real_head
 from .mainview.heatmaps import Heatmaps
+from .mainview.model_lines import zero_text
 from .mainview.real_heads import RealHeads
 from .mainview.timeseries import TimeSeries
 from .mainview.trajectories import Trajectories
@@ -81,7 +82,10 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
         if query is None and pn.state.curdoc is not None and pn.state.curdoc.session_context:
             query = pn.state.session_args
         if query:
-            notices += self.apply_query(query)
+            refused = self.apply_query(query)
+            notices += refused
+            if refused:  # the URL keeps what was applied, not a value it refused
+                pn.state.onload(self._sync_url)
         # a real head that does not exist (?weights=minilm&layer=3): the nearest that does
         notices += fit_real_head(self.settings)
         self.notice = "\n".join(notices)
@@ -109,6 +113,10 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
                                          sizing_mode="stretch_width")
         self.caption = pn.pane.Markdown("", css_classes=["caption"], stylesheets=[CSS],
                                         sizing_mode="stretch_width")
+        # what the model has ≡ 0 by construction (its plots are not shown), in one line
+        self.zero_line = pn.pane.Markdown("", visible=False, sizing_mode="stretch_width",
+                                          margin=(0, 10), css_classes=["zero-line"],
+                                          stylesheets=[CSS])
         self.downloads = export.download_buttons(self)
         self.slide_downloads = slides.download_buttons(self)  # issue #16: slides
         self.page_download = export.page_button(self)  # issue #39: a page to take home
@@ -269,6 +277,8 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
             if projecting:
                 self.projector_mode.apply(False)
             self.timeseries.set_model(self.settings.model)
+            zero = zero_text(self.settings.model)
+            self.zero_line.param.update(object=zero, visible=bool(zero))
             self.heatmaps.set_model(self.settings.model)
             self.clustering.set_model(self.settings.model)
             self.timeseries.clear()

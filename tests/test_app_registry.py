@@ -76,7 +76,7 @@ def test_controls_equations_and_na_come_from_the_spec(model):
     assert label.startswith(f"{spec.energy_symbol}(t)")
     for key, v in diagnostic.items():
         if v in spec.identically_zero:
-            assert items[key].label.value.endswith("≡ 0 for this model")
+            assert items[key].label.value.endswith(" ≡ 0")  # (the line above the plots says why)
         elif v in spec.not_applicable:
             assert items[key].label.value.endswith("n/a for this model")
 

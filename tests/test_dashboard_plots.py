@@ -9,7 +9,6 @@ import pytest
 from dashboard_support import play
 
 from app import Dashboard
-from app.mainview.timeseries import ZERO_NOTE
 from dynamics import Settings
 
 
@@ -30,22 +29,30 @@ def test_after_reset_the_axes_are_readable(dash):
 
 @pytest.mark.parametrize("model", ["reduced", "transformer"])
 def test_quantities_zero_by_construction_are_said_to_be(model):
+    """Issue #35, item 10: a plot none of whose lines the model has (lag map, KL, D) is
+    not shown, its room left to the plots with data; one line says what is ≡ 0 and why."""
     d = Dashboard(settings=Settings(model=model, n_tokens=5, dim=3), playing=False)
+    d.__panel__()
     play(d, 10)
     ts = d.timeseries
-    for fig in (ts.fig_kl, ts.fig_kl_log, ts.fig_rate):
-        assert ts.zero_notes[fig].visible and ts.zero_notes[fig].text == ZERO_NOTE
-        assert not any(ts.lines[k].visible for k in ts.figure_columns[fig])
-        # a plain axis, not one fitted to rounding errors of 1e−16
-        assert fig.y_range.end - fig.y_range.start >= 0.9
-    assert not ts.zero_notes[ts.fig_energy].visible
+    for fig in (ts.fig_kl, ts.fig_kl_log, ts.fig_rate, d.heatmaps.fig_ratio):
+        assert not fig.visible, fig.title.text
+    assert ts.empty == {ts.fig_kl, ts.fig_kl_log, ts.fig_rate}
+    assert ts.fig_energy.visible and d.heatmaps.fig_attention.visible
+    assert d.zero_line.visible
+    line = d.zero_line.object
+    for said in ("≡ 0", "KL(A‖A\\*)", "log(A/A\\*)", "dissipation D", "softmax"):
+        assert said in line, (said, line)
     labels = [item.label.value for item in ts.fig_energy.legend[0].items if item.visible]
     assert len(labels) == len(set(labels))  # Φ(t) − Φ(0) once for the transformer
-    assert "dissipated ∫D dt ≡ 0 for this model" in labels
-    assert d.heatmaps.fig_ratio.title.text.endswith(ZERO_NOTE)
+    assert "dissipated ∫D dt ≡ 0" in labels
     d.settings.model = "canonical"
-    assert not ts.zero_notes[ts.fig_kl_log].visible and ts.lines["kl_log"].visible
-    assert not d.heatmaps.fig_ratio.title.text.endswith(ZERO_NOTE)
+    for fig in (ts.fig_kl_log, ts.fig_rate, d.heatmaps.fig_ratio):
+        assert fig.visible, fig.title.text
+    assert ts.lines["kl_log"].visible and not ts.fig_kl.visible  # (the log axis chosen)
+    assert not d.zero_line.visible and ts.empty == set()
+    d.timeseries.log_kl = False
+    assert ts.fig_kl.visible and not ts.fig_kl_log.visible
 
 
 def test_legends_are_below_the_plots(dash):

@@ -34,6 +34,10 @@ from dynamics import clustering as cl
 ROLLOVER = 5000
 #: The fixed view of the sphere in d = 3: azimuth and elevation (radians).
 AZIMUTH, ELEVATION = 0.6, 0.35
+#: Side (px) of the square frame of the tokens on the sphere: equal scales on both axes,
+#: so the unit circle is drawn round (a figure's width and height include its axes and
+#: toolbar, which squashed it).
+SPHERE_FRAME = 240
 #: Opacity of tokens on the far hemisphere (d = 3).
 FAR_ALPHA = 0.25
 
@@ -106,7 +110,7 @@ class Clustering(pn.viewable.Viewer):
         self.axes = None
         self.colors = LinearColorMapper(palette=Turbo256[20:236], low=0, high=1)
         self.fig_tokens = figure(
-            title="Tokens on the sphere", width=320, height=320, match_aspect=True,
+            title="Tokens on the sphere", frame_width=SPHERE_FRAME, frame_height=SPHERE_FRAME,
             x_range=Range1d(-1.15, 1.15), y_range=Range1d(-1.15, 1.15),
             tools="pan,wheel_zoom,reset,save", toolbar_location="above")
         self.outline = self.fig_tokens.circle(x=[0.0], y=[0.0], radius=1.0, fill_color=None,

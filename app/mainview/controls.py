@@ -18,6 +18,8 @@ from app.models import MAIN_PART, applies, label, main_models
 from app.serving.server import locked
 from dynamics import Settings, models
 
+from .slider_aria import LOG_SLIDER_CLASS, RealValueAria
+
 #: Display order of the main tab's settings (a setting a Part I model reads and not
 #: listed here is shown after them, in the order of ``Settings``).
 ORDER = (
@@ -76,6 +78,7 @@ def log_slider(settings: Settings, name: str) -> pn.widgets.FloatSlider:
     slider = pn.widgets.FloatSlider(
         label=label(name), start=math.log10(lo), end=math.log10(hi), step=0.01,
         value=math.log10(getattr(settings, name)), format=fmt,
+        css_classes=[LOG_SLIDER_CLASS],  # (its real value for screen readers: RealValueAria)
     )
     # Panel holds every change from the page back for its debounce (50 ms) before the
     # server sees it; β and γ change nothing but the next frame, so they go at once.
@@ -274,8 +277,9 @@ class Controls(pn.viewable.Viewer):
             self.groups[title] = (card, widgets)
             cards.append(card)
         self.update_visibility()
-        return [pn.Column(*essentials, sizing_mode="stretch_width", css_classes=["controls"]),
-                *cards]
+        aria = RealValueAria(width=0, height=0, margin=0)  # real values of log sliders
+        return [pn.Column(*essentials, aria, sizing_mode="stretch_width",
+                          css_classes=["controls"]), *cards]
 
     def __panel__(self):
         return pn.Column(*self.sidebar(), sizing_mode="stretch_width")

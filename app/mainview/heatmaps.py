@@ -31,6 +31,7 @@ from bokeh.models import (
     ColorBar,
     ColumnDataSource,
     CustomJS,
+    CustomJSHover,
     HoverTool,
     LinearColorMapper,
     LogColorMapper,
@@ -38,7 +39,7 @@ from bokeh.models import (
 from bokeh.palettes import RdBu11, Viridis256
 from bokeh.plotting import figure
 
-from app.models import ZERO_NOTE, spec
+from app.models import spec
 
 _TINY = 1e-300
 #: Smallest colour limit of the log-ratio map (a converged run shows a flat map).
@@ -54,6 +55,8 @@ SCALES = ("fixed 0–1", "automatic", "logarithmic")
 #: of it (0 to a power of 2 above the largest entry made the default N = 8 maps, entries
 #: 0.002 … 0.6, a dark block on [0, 1]).
 AUTO_FILL = 1.5
+#: The automatic scale spans at least 1/MIN_FILL of the largest entry.
+MIN_FILL = 4
 #: Smallest lower end of the logarithmic scale (entries below it take its colour).
 LOG_FLOOR = 1e-12
 
@@ -119,6 +122,17 @@ if (now.length && Math.round(now[0] + 0.5) === i) {
 """
 
 
+#: Hover text of a row or column index ``value`` (the tooltip's "i" and "j"): the index,
+#: and the word its axis labels it with when that is not the index itself.
+WORD_AT = """
+const i = Math.round(value);
+const m = axis.major_label_overrides;
+const get = (k) => (m instanceof Map ? m.get(k) : m[k]);
+const word = get(i) ?? get(String(i));
+return (word != null && String(word) !== String(i)) ? `${i} (${word})` : String(i);
+"""
+
+
 def log_ratio(A: np.ndarray, A_star: np.ndarray) -> np.ndarray:
     """``log(A/A*)`` entrywise, finite even where an entry underflowed to 0."""
     return np.log(np.maximum(A, _TINY)) - np.log(np.maximum(A_star, _TINY))
@@ -151,8 +165,9 @@ def scale_limits(scale: str, low: float, high: float, lo: float, hi: float):
     -------
     (float, float) or None
         Fixed: (0, 1). Automatic: ``[lo, hi]`` rounded outwards to multiples of an
-        eighth of the power of 2 at or below ``hi − lo`` (within [0, 1]), moved when an
-        entry leaves them or the entries span less than 1/:data:`AUTO_FILL` of them.
+        eighth of the power of 2 at or below ``hi − lo`` (at least ``hi``/:data:`MIN_FILL`;
+        within [0, 1]), moved when an entry leaves them or the entries span less than
+        1/:data:`AUTO_FILL` of them.
         Logarithmic: the decades around ``[lo, hi]`` (``lo`` at least :data:`LOG_FLOOR`),
         moved when the entries leave them or the lower end is two decades below the
         smallest entry.
@@ -160,10 +175,14 @@ def scale_limits(scale: str, low: float, high: float, lo: float, hi: float):
     if scale == SCALES[0]:
         new = (0.0, 1.0)
     elif scale == SCALES[1]:
-        span = max(hi - lo, 1e-9)
+        # at least a quarter of the largest entry: a uniform map (1/N everywhere) had
+        # limits 1e-9 apart, its colour bar labelled "0.0312500004"
+        span = max(hi - lo, hi / MIN_FILL, 1e-9)
         if 0 <= low <= lo and hi <= high <= 1 and high - low <= AUTO_FILL * span:
             return None
         step = 2.0 ** (math.floor(math.log2(span)) - 3)
+        if hi - lo < span:  # (centred on the entries)
+            lo, hi = 0.5 * (lo + hi - span), 0.5 * (lo + hi + span)
         new = (max(0.0, math.floor(lo / step) * step), min(1.0, math.ceil(hi / step) * step))
         if new[1] <= new[0]:
             new = (max(0.0, new[0] - step), min(1.0, new[1] + step))
@@ -182,9 +201,13 @@ def _figure(title, mapper, n, label, bar_mapper=None):
         title=title, width=310, height=300, x_range=(-0.5, n - 0.5), y_range=(n - 0.5, -0.5),
         tools="hover,save,reset,box_zoom", toolbar_location="above",
         x_axis_label="source token j", y_axis_label="query token i",
-        tooltips=[("i", "$y{0}"), ("j", "$x{0}"), (label, "@image{0.0000}"),
+        tooltips=[("i", "$y{custom}"), ("j", "$x{custom}"), (label, "@image{0.0000}"),
                   ("click", "outline token i (row, point)")],
     )
+    # a row's and a column's word where words label the axes ("6 (it)", not "6")
+    p.select_one(HoverTool).formatters = {
+        "$y": CustomJSHover(args={"axis": p.yaxis[0]}, code=WORD_AT),
+        "$x": CustomJSHover(args={"axis": p.xaxis[0]}, code=WORD_AT)}
     source = ColumnDataSource({"image": [np.zeros((n, n), dtype=np.float32)]})
     p.image(image="image", x=-0.5, y=-0.5, dw=n, dh=n, color_mapper=mapper, source=source,
             level="overlay")
@@ -260,13 +283,12 @@ class Heatmaps(pn.viewable.Viewer):
             self._chosen.indices = []
 
     def set_model(self, model: str) -> None:
-        """Say on the lag map when the model's attention is the softmax (its spec's
-        ``identically_zero`` has ``kl``: log(A/A*) ≡ 0, drawn as rounding noise)."""
-        title = self.fig_ratio.title.text.removesuffix(f" {ZERO_NOTE}")
-        if "kl" in spec(model).identically_zero:
-            title += f" {ZERO_NOTE}"
-        if title != self.fig_ratio.title.text:
-            self.fig_ratio.title.text = title
+        """No lag map when the model's attention is the softmax (its spec's
+        ``identically_zero`` has ``kl``: log(A/A*) ≡ 0, only rounding noise to draw; the
+        page says so in one line, :func:`app.mainview.timeseries.zero_text`)."""
+        shown = "kl" not in spec(model).identically_zero
+        if self.fig_ratio.visible != shown:
+            self.fig_ratio.visible = shown
 
     @param.depends("color_scale", watch=True)
     def _swap_mappers(self) -> None:

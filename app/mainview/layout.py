@@ -80,7 +80,7 @@ def main_tab(dashboard, sidebar_items) -> pn.Row:
     dashboard.explanation_pane = explanation
     main = pn.Column(
         pn.Row(toggle, dashboard.status, sizing_mode="stretch_width"),
-        dashboard.alert, dashboard.confinement, dashboard.caption,
+        dashboard.alert, dashboard.confinement, dashboard.caption, dashboard.zero_line,
         plots(dashboard),
         explanation,
         sizing_mode="stretch_width", min_width=320,

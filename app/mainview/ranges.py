@@ -27,6 +27,10 @@ TRIM = 0.1
 #: decades, and a lag that falls to rounding (or a run that blows up to 1e12) would
 #: otherwise crush the curve into a flat line.
 MAX_DECADES = 8
+#: Decades a log axis spans at least: over fewer than two the page's log ticker falls
+#: back to linear ticks, which crowd the top of the axis ("3 4 5 6 7" drawn over each
+#: other where a lag stayed between 3 and 7 nats).
+MIN_DECADES = 2.1
 
 
 def log_extent(columns) -> tuple[float, float]:
@@ -59,8 +63,9 @@ class SteppedRange:
 
     ``min_span``: the range spans at least this much from the data's start (the time
     axis of a run just started shows its first time unit, not ±1e-10 around t = 0).
-    Constant data get a range around them (half their size, at least ±0.5; a decade
-    each side on a log axis), not one of the width of their rounding error.
+    Constant data get a range around them (half their size, at least ±0.5), not one of
+    the width of their rounding error; a log axis spans at least :data:`MIN_DECADES`
+    around its data.
     """
 
     def __init__(self, rng: Range1d, log: bool = False, trim: float | None = None,
@@ -82,8 +87,11 @@ class SteppedRange:
         hi = max(hi, lo + self.min_span)
         if self.log:
             lo, hi = math.log10(max(lo, LOG_FLOOR)), math.log10(max(hi, LOG_FLOOR))
-        if hi - lo <= 1e-9 * max(abs(lo), abs(hi), 1.0):  # constant data
-            pad = 1.0 if self.log else max(0.5 * abs(lo), 0.5)
+        if self.log and hi - lo < MIN_DECADES:  # (constant data too)
+            mid = 0.5 * (lo + hi)
+            lo, hi = mid - MIN_DECADES / 2, mid + MIN_DECADES / 2
+        elif hi - lo <= 1e-9 * max(abs(lo), abs(hi), 1.0):  # constant data
+            pad = max(0.5 * abs(lo), 0.5)
             lo, hi = lo - pad, hi + pad
         span = hi - lo
         if self._set is None:

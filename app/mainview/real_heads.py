@@ -106,6 +106,7 @@ class RealHeads(pn.viewable.Viewer):
                                 height=300, tools="save", toolbar_location=None,
                                 x_range=(-0.5, 0.5), y_range=(0.5, -0.5))
         self.model_fig.grid.visible = False
+        self.model_fig.title.text_font_size = "12px"
         self.model_image = ColumnDataSource({"image": [np.zeros((1, 1), dtype=np.float32)],
                                              "dw": [1], "dh": [1], "x": [-0.5]})
         self.model_fig.image(image="image", x="x", y="x", dw="dw", dh="dh",
@@ -193,6 +194,11 @@ class RealHeads(pn.viewable.Viewer):
         if dash.settings.weights == "checkpoint":
             self.sentence_note.object = f"**{message}**"
 
+    @property
+    def has_words(self) -> bool:
+        """The run shown is a sentence: words label the heatmaps' rows and columns."""
+        return bool(self._tokens and self._tokens[0])
+
     # -- frames ------------------------------------------------------------------
     def update(self, frame) -> None:
         """Show the words and the heads of ``frame`` (after the heatmaps and tokens)."""
@@ -251,8 +257,10 @@ class RealHeads(pn.viewable.Viewer):
         self._model_beta = beta
         X, M, _ = real.scaled()
         gap = float(np.abs(softmax(beta * (X @ M[0] @ X.T), axis=1) - real.attention[0]).max())
+        # (the gap in plain digits, the title in 12 px: "max diff 7e-01" was cut to
+        # "max diff 7e-" at the plot's width)
         self.model_fig.title.text = (f"The model's attention, head {real.heads[0]}\nA* of "
-                                     f"its input at β = {beta:.3g}: max diff {gap:.0e}")
+                                     f"its input at β = {beta:.3g}: max diff {gap:.2g}")
 
     # -- your own weights --------------------------------------------------------
     def _on_upload(self, event) -> None:

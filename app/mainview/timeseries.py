@@ -6,9 +6,10 @@ All figures share one ``ColumnDataSource`` that grows by one row per frame with
 ``stream(..., rollover=ROLLOVER)``, so memory stays bounded.  What a model's spec says
 of its diagnostics shows in the legends: one it does not define (NaN,
 ``spec.not_applicable``) is stored as 0, its line hidden and labelled "n/a"; one that
-vanishes by construction (``spec.identically_zero``) is hidden and labelled "≡ 0" (a
-plot left without a line says so in its frame): no NaN, and no rounding noise drawn
-as if it were a curve.
+vanishes by construction (``spec.identically_zero``) is hidden and labelled "≡ 0"; a
+plot left without a line is not shown at all (its room goes to the plots that carry
+data) and :func:`zero_text` says in one line what is ≡ 0 and why: no NaN, no rounding
+noise drawn as if it were a curve, and no empty axes.
 
 Drawing cost: the lines are on the plots' overlay canvas and the legends below the
 plots (where they cover no curve), and the axes follow the data in steps
@@ -32,10 +33,11 @@ from bokeh.events import Reset
 from bokeh.models import ColumnDataSource, Label, LinearAxis, Range1d
 from bokeh.palettes import Category10_10 as C
 
-from app.models import ZERO_NOTE, energy_symbol, not_applicable, spec
+from app.models import not_applicable, spec
 
 from .guides import Guides
 from .markers import ChangeMarkers
+from .model_lines import DIAGNOSTIC, MOMENTUM_TERM, legend_states, zero_text  # noqa: F401
 from .plots import legend_below, time_figure
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
 
@@ -49,15 +51,6 @@ BATCH = 8
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",
            "d_potential", "dissipated", "residual", "dissipation_rate", "distance", "distance_t",
            "momentum")
-#: The diagnostic each line draws (where a model's spec may say it is n/a or ≡ 0).
-_DIAGNOSTIC = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log": "kl_bound",
-               "residual": "energy_residual", "dissipation_rate": "dissipation_rate",
-               "dissipated": "dissipated", "momentum": "kinetic_energy"}
-#: The symbol of the potential's line: a model whose energy is the potential draws one line.
-POTENTIAL = "Φ"
-#: The momentum line's label when the momentum term of H is not a kinetic energy
-#: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
-MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
 #: The energy plot's title (short enough for the narrow layout's plot width, 1024 px).
 ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
 #: Lines of the energy plot drawn on its right-hand axis: the kinetic energy (≈ 18
@@ -71,36 +64,6 @@ KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K", "momentum term"
 def _finite(x) -> float:
     x = float(x)
     return x if math.isfinite(x) else 0.0
-
-
-def legend_states(model: str, labels: dict) -> dict[str, tuple[str, bool, bool]]:
-    """What model ``model``'s spec says of each line: ``{key: (legend label, line drawn,
-    legend item shown)}`` for the lines' plain ``labels`` (``{key: label}``).
-
-    The energy is named by ``energy_symbol``; a diagnostic in ``not_applicable`` is
-    hidden and labelled "n/a", one in ``identically_zero`` hidden and labelled "≡ 0";
-    when the energy is the potential Φ, the potential's line (the same curve) is not
-    drawn twice, and the momentum line is left out of a model without momenta.
-    """
-    s = spec(model)
-    energy = energy_symbol(model)
-    missing, zero = set(not_applicable(model)), set(s.identically_zero)
-    labels = dict(labels)
-    labels["d_energy"] = f"{energy}(t) − {energy}(0)"
-    labels["residual"] = f"residual {energy}−{energy}(0)+∫D−W"
-    if "kinetic_energy" in missing:  # the momentum term is no kinetic energy
-        labels["momentum"] = MOMENTUM_TERM
-    states = {}
-    for key, label in labels.items():
-        diagnostic = _DIAGNOSTIC.get(key)
-        if key == "momentum" and diagnostic in missing:
-            diagnostic = "momentum_energy"
-        note = (" — n/a for this model" if diagnostic in missing
-                else f" {ZERO_NOTE}" if diagnostic in zero else "")
-        listed = not (key == "d_potential" and energy == POTENTIAL
-                      or key == "momentum" and "init_momentum" not in s.settings)
-        states[key] = (label + note, listed and not note, listed)
-    return states
 
 
 class TimeSeries(pn.viewable.Viewer):
@@ -184,13 +147,9 @@ class TimeSeries(pn.viewable.Viewer):
             SteppedRange(self.fig_energy.extra_y_ranges["right"]),)
         for fig, ranges in self._ranges.items():
             fig.on_event(Reset, lambda event, ranges=ranges: self._follow(ranges))
-        # "≡ 0 for this model" in a plot none of whose lines the model has
-        self._zero_notes = {}
-        for fig in self.figures:
-            self._zero_notes[fig] = Label(
-                x=12, y=12, x_units="screen", y_units="screen", text=ZERO_NOTE,
-                text_font_size="13pt", text_color="#555", visible=False)
-            fig.add_layout(self._zero_notes[fig])
+        # the plots none of whose lines the model has (not shown)
+        self._empty = frozenset()
+        self._distance_on = False
         # mid-run setting changes: rows of one source, a line, a band and a label each
         self.change_markers = ChangeMarkers((self.fig_energy, self.fig_kl, self.fig_kl_log))
         #: the change markers' rows (:attr:`ChangeMarkers.source`)
@@ -209,12 +168,23 @@ class TimeSeries(pn.viewable.Viewer):
 
     @param.depends("log_kl", watch=True)
     def _toggle_log(self):
-        self._show(self.fig_kl, not self.log_kl)
-        self._show(self.fig_kl_log, self.log_kl)
+        for fig in (self.fig_kl, self.fig_kl_log):
+            self._show(fig, self._wanted(fig))
+
+    def _wanted(self, fig) -> bool:
+        """Whether ``fig`` is shown (the KL plot of the chosen axis; none left empty)."""
+        if fig in self._empty:
+            return False
+        if fig is self.fig_distance:
+            return self._distance_on
+        if fig in (self.fig_kl, self.fig_kl_log):
+            return (fig is self.fig_kl_log) == self.log_kl
+        return True
 
     def show_distance(self, visible: bool) -> None:
         """Show or hide the comparison-mode distance plot."""
-        self._show(self.fig_distance, visible)
+        self._distance_on = visible
+        self._show(self.fig_distance, self._wanted(self.fig_distance))
 
     def _show(self, fig, visible: bool) -> None:
         """Show or hide ``fig``; a hidden figure's lines and change markers draw from
@@ -231,8 +201,8 @@ class TimeSeries(pn.viewable.Viewer):
 
     def set_model(self, model: str) -> None:
         """Legends and lines by what model ``model``'s spec says of its diagnostics
-        (:func:`legend_states`); a plot with no line left says so, and the energy plot's
-        right-hand axis is named by what its line draws."""
+        (:func:`legend_states`); a plot with no line left is hidden (:attr:`empty`), and
+        the energy plot's right-hand axis is named by what its line draws."""
         for key, (label, drawn, listed) in legend_states(model, self._labels).items():
             item = self._legend_items[key]
             item.label = value(label)
@@ -242,12 +212,12 @@ class TimeSeries(pn.viewable.Viewer):
         self.right_axis.visible = self.lines["momentum"].visible
         self.right_axis.axis_label = (MOMENTUM_AXIS if "kinetic_energy" in missing
                                       else KINETIC_AXIS)
+        self._empty = frozenset(
+            fig for fig in self.figures
+            if all(DIAGNOSTIC.get(k) in zero for k in self._fig_columns[fig]))
         for fig in self.figures:
-            keys = self._fig_columns[fig]
-            empty = all(_DIAGNOSTIC.get(k) in zero for k in keys)
-            self._zero_notes[fig].visible = empty
-            if empty:  # a plain axis around the zero line that is not drawn
-                fig.y_range.update(start=1e-3 if fig is self.fig_kl_log else -1.0, end=1.0)
+            if fig.visible != self._wanted(fig):
+                self._show(fig, self._wanted(fig))
 
     def clear(self) -> None:
         """Empty the buffers (a new run)."""
@@ -361,10 +331,10 @@ class TimeSeries(pn.viewable.Viewer):
         return {fig: tuple(keys) for fig, keys in self._fig_columns.items()}
 
     @property
-    def zero_notes(self) -> dict:
-        """The "≡ 0 for this model" note of each figure (shown where none of its lines
-        is drawn): ``{figure: Label}``."""
-        return dict(self._zero_notes)
+    def empty(self) -> frozenset:
+        """The plots not shown because the model has none of their lines (each ≡ 0 by
+        construction: :func:`zero_text` says so)."""
+        return self._empty
 
     @property
     def diverged_note(self):

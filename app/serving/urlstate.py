@@ -43,6 +43,8 @@ def parse_value(p: param.Parameter, text: str):
     URLs, presets and pasted JSON); the dashboard's own view parameters here.
     """
     text = text.strip()
+    if p.name == "n_tokens":
+        _url_tokens(p, text)
     if p.name in SETTINGS:
         values, problems = Settings.check({p.name: text}, from_text=True)
         if problems:
@@ -51,9 +53,6 @@ def parse_value(p: param.Parameter, text: str):
         problem = main_model_problem(value) if p.name == "model" else None
         if problem:
             raise ValueError(problem)
-        if p.name == "n_tokens" and value > MAX_URL_TOKENS:
-            raise ValueError(f"n_tokens above {MAX_URL_TOKENS} is not accepted from a URL "
-                             f"(got {value}); choose it with the slider")
         return value
     if isinstance(p, param.Boolean):
         if text.lower() not in _TRUE + _FALSE:
@@ -81,6 +80,21 @@ def parse_value(p: param.Parameter, text: str):
                              f"got {_short(text)!r}") from None
         raise ValueError(str(err)) from None
     return value
+
+
+def _url_tokens(p: param.Parameter, text: str) -> None:
+    """Refuse an ``n_tokens`` outside what a URL may ask for, with one message naming
+    the one range a URL accepts, ``[low, MAX_URL_TOKENS]`` (ValueError): 300 and 2000
+    had contradicting messages ("[2, 1024]", then "above 256 not accepted")."""
+    try:
+        n = int(text)
+    except ValueError:
+        return  # (refused by the settings' own check)
+    low, high = p.bounds
+    if not low <= n <= MAX_URL_TOKENS:
+        slider = f" (up to {high} with the slider)" if MAX_URL_TOKENS < n <= high else ""
+        raise ValueError(f"n_tokens from a URL must be in [{low}, {MAX_URL_TOKENS}], "
+                         f"got {n}{slider}")
 
 
 def _short(text: str, limit: int = 40) -> str:

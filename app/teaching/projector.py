@@ -6,8 +6,10 @@ On: the sidebar, the equations, the caption, the notices, the page title and the
 developer's status line (frame rate, server time) are hidden (a tour step's text stays);
 the main tab keeps five plots in two rows: the attention ``A(t)`` beside its softmax
 ``A*(t)`` (the comparison "attention relaxes to softmax") and the tokens, then the lag on
-its log axis and the energy balance, each of :data:`SIZES`; on the sphere the clustering
-view's four plots. Every axis label and tick label is :data:`FONT` or larger; lines are
+its log axis and the energy balance, each of :data:`SIZES`; on a real sentence (words on
+the heatmaps' axes) A and A* alone, large enough that each word's row and column is
+read at :data:`FONT`; on the sphere the clustering view's four plots, the unit circle in
+a square frame. Every axis label and tick label is :data:`FONT` or larger; lines are
 drawn :data:`LINE_SCALE` times thicker, in black text; the plots' toolbars are hidden (a
 toolbar above a plot covered its large title). "☰ Controls" opens the controls as a
 drawer over the plots (scrolling on its own), not beside them: the plots keep their
@@ -19,6 +21,7 @@ screen. Off: everything as before (each change is recorded and undone).
 from __future__ import annotations
 
 import param
+from bokeh.models import ColorBar
 from panel.custom import JSComponent
 
 from app.serving.server import locked
@@ -29,7 +32,13 @@ FONT, TITLE_FONT, LEGEND_FONT = "18px", "20px", "15px"
 #: first row, the time series in the second; with the tour's banner the two rows end
 #: above 720 px in a 1280×720 window.
 SIZES = {"heatmap": (300, 230), "tokens": (620, 230), "series": (612, 236),
-         "sphere": (612, 222)}
+         "sphere": (612, 222), "word_heatmap": (540, 460)}
+#: The side (px at scale 1) of the square frame of the tokens on the sphere: the unit
+#: circle stays round (the row's height, less its title and axis).
+SPHERE_FRAME = 150
+#: Ticks a time series' axes ask for at most: at :data:`FONT` the default's five or more
+#: overlapped on a plot 100 px high.
+SERIES_TICKS = 4
 #: Kept for callers of the four-plot layout (the width and height of a time series).
 PLOT_SIZE = SIZES["series"]
 #: Shorter titles where the page's own do not fit a projector's plot at TITLE_FONT.
@@ -46,6 +55,9 @@ MAX_SCALE = 2.0
 #: tour's banner, the tabs).
 ROW_WIDTH = 2 * SIZES["heatmap"][0] + SIZES["tokens"][0] + 3 * 12
 ROWS_HEIGHT = SIZES["tokens"][1] + SIZES["series"][1] + 2 * 8
+#: The same for the words' layout (A and A* alone, in one row: :meth:`Projector.layout`).
+WORD_ROW_WIDTH = 2 * SIZES["word_heatmap"][0] + 2 * 12
+WORD_ROWS_HEIGHT = SIZES["word_heatmap"][1] + 8
 SLACK_WIDTH, SLACK_HEIGHT = 48, 250
 #: The controls in projector mode: a drawer at the window's right edge, over the plots
 #: (the button opening and closing it stays free at the left), scrolling on its own.
@@ -67,6 +79,8 @@ def _text_props(fig, scale: float = 1.0, title_font: str = TITLE_FONT) -> dict:
                        "major_label_text_font_size": font,
                        "axis_label_text_color": "black", "major_label_text_color": "black"}
     props[fig.title] = {"text_font_size": title, "text_color": "black"}
+    for bar in fig.select(ColorBar):  # (its ticks were left at 9 px)
+        props[bar] = {"major_label_text_font_size": legend_font}
     if fig.legend:  # legends in rows (below the plots): three columns, two rows at most
         legend = fig.legend[0]
         props[legend] = {"label_text_font_size": legend_font}
@@ -124,12 +138,15 @@ class Projector:
     def scale(self) -> float:
         """The factor of every size and text: the largest at which the first row fits
         the window's width and the two rows its height (:data:`ROW_WIDTH`,
-        :data:`ROWS_HEIGHT`), in [1, :data:`MAX_SCALE`], rounded down to 0.05 (1 while
+        :data:`ROWS_HEIGHT`; :data:`WORD_ROW_WIDTH`, :data:`WORD_ROWS_HEIGHT` for the
+        words' layout), in [1, :data:`MAX_SCALE`], rounded down to 0.05 (1 while
         the page has not said its size)."""
         w, h = self.window.inner_width, self.window.inner_height
         if not w or not h:
             return 1.0
-        ratio = min((w - SLACK_WIDTH) / ROW_WIDTH, (h - SLACK_HEIGHT) / ROWS_HEIGHT)
+        row_width, rows_height = ((WORD_ROW_WIDTH, WORD_ROWS_HEIGHT)
+                                  if self.layout() == "words" else (ROW_WIDTH, ROWS_HEIGHT))
+        ratio = min((w - SLACK_WIDTH) / row_width, (h - SLACK_HEIGHT) / rows_height)
         return min(max(1.0, 0.05 * int(ratio / 0.05 + 1e-9)), MAX_SCALE)
 
     def _on_resize(self, *events) -> None:
@@ -138,25 +155,46 @@ class Projector:
             self.apply(True)
 
     def _set(self, obj, **values) -> None:
-        self._saved.append((obj, {k: getattr(obj, k) for k in values}))
+        old = {k: getattr(obj, k) for k in values}
+        if "styles" in values:
+            # the page only sets the styles it is sent, it never removes one: a style
+            # added here is given back as "" (removed), or the controls' drawer stayed
+            # fixed over the plots after projector mode was switched off
+            old["styles"] = {**{k: "" for k in values["styles"]}, **old["styles"]}
+        self._saved.append((obj, old))
         _update(obj, values)
+
+    def layout(self) -> str:
+        """Which plots projector mode keeps: ``"sphere"`` (the clustering view),
+        ``"words"`` (a real sentence: its words label the heatmaps' rows and columns,
+        which a class must read) or ``"default"``."""
+        d = self.dashboard
+        if d.clustering.mode == "on_sphere":
+            return "sphere"
+        return "words" if d.real_heads.has_words else "default"
 
     def shown_figures(self):
         """The plots of the main tab kept in projector mode: the clustering view's four
-        on the sphere, otherwise A(t) beside A*(t), the tokens, the lag and the energy
-        balance."""
+        on the sphere; A(t) beside A*(t) alone, large, where words label them (each
+        word's row and column readable at :data:`FONT`); otherwise A(t) beside A*(t),
+        the tokens, the lag and the energy balance."""
         d = self.dashboard
-        if d.clustering.mode == "on_sphere":
+        layout = self.layout()
+        if layout == "sphere":
             return d.clustering.figures[:4]
+        if layout == "words":
+            return (d.heatmaps.fig_attention, d.heatmaps.fig_softmax)
         return (d.heatmaps.fig_attention, d.heatmaps.fig_softmax, d.trajectories.fig,
                 d.timeseries.fig_kl_log, d.timeseries.fig_energy)
 
     def _size(self, fig) -> tuple[int, int]:
         d = self.dashboard
+        if fig is d.clustering.fig_tokens:  # its frame square (:data:`SPHERE_FRAME`)
+            return SPHERE_FRAME + 110, SIZES["sphere"][1]
         if d.clustering.mode == "on_sphere":
             return SIZES["sphere"]
         if fig in (d.heatmaps.fig_attention, d.heatmaps.fig_softmax):
-            return SIZES["heatmap"]
+            return SIZES["word_heatmap" if self.layout() == "words" else "heatmap"]
         if fig is d.trajectories.fig:
             return SIZES["tokens"]
         return SIZES["series"]
@@ -182,6 +220,8 @@ class Projector:
             return
         kept = self.shown_figures()
         titles = self._short_titles()
+        series = [f for f in kept if f not in (d.heatmaps.fig_attention, d.heatmaps.fig_softmax,
+                                               d.clustering.fig_similarity)]
         for fig in d.plot_panes:
             if fig not in kept and fig.visible:
                 self._set(fig, visible=False)
@@ -197,6 +237,15 @@ class Projector:
                 self._set(obj, **values)
             if fig in titles and fig.title.text != titles[fig]:
                 self._set(fig.title, text=titles[fig])
+            if fig in series:  # fewer ticks, or their large labels overlap
+                for axis in (*fig.yaxis, *fig.xaxis):
+                    ticker = axis.ticker
+                    if getattr(ticker, "desired_num_ticks", 0) > SERIES_TICKS:
+                        self._set(ticker, desired_num_ticks=SERIES_TICKS)
+        sphere = d.clustering.fig_tokens
+        if sphere in kept:  # a square frame: the unit circle round, not cut
+            side = round(SPHERE_FRAME * scale)
+            self._set(sphere, frame_width=side, frame_height=side)
         if d.trajectories.fig in kept:  # axis labels no longer than the plot is high
             tokens = d.trajectories.fig
             for axis, label in ((tokens.xaxis[0], "PC 1 of X(0)"),
@@ -214,7 +263,7 @@ class Projector:
             self._reopen = False
             d.sidebar_toggle.value = True
         for pane in (d.explanation_pane, d.title, d.alert, d.confinement, d.links,
-                     d.caption, d.status):
+                     d.caption, d.status, d.zero_line):
             if pane.visible:
                 self._set(pane, visible=False)
         if d.timeseries.log_kl is False:
