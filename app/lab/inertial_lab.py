@@ -177,7 +177,7 @@ class InertialLab(pn.viewable.Viewer):
         self.plot_area = PlotArea(dict(zip(NAMES, self.figures, strict=True)))
         self.focus: list[str] = []  # the preset's own plots
         self._momentum_shown = False  # the plots shown are the base case's
-        self.controls_toggle = pn.widgets.Toggle(name="☰ Lab controls", value=False,
+        self.controls_toggle = pn.widgets.Toggle(label="☰ Lab controls", value=False,
                                                  visible=False, width=130, margin=(4, 10))
         self.explanation = pn.pane.LaTeX(
             models_text(part=2), renderer="katex", sizing_mode="stretch_width",
