@@ -15,7 +15,9 @@ MOMENTUM = ("gap", "path")
 ATTENTION = ("eigenvalues", "cloud", "layers", "clouds", "hamiltonian", "softmax")
 NAMES = MOMENTUM + ATTENTION
 #: Height (px) of a figure, and of one in projector mode at scale 1 (its legend included).
-HEIGHT, PROJECTOR_HEIGHT = 300, 400
+HEIGHT, PROJECTOR_HEIGHT = 300, 420
+#: How much wider the legends' labels are in projector mode.
+LEGEND_WIDTH = 1.6
 #: The most plots a projector row shows.
 PROJECTOR_PLOTS = 2
 
@@ -41,6 +43,9 @@ class PlotArea:
         self.column = pn.Column(sizing_mode="stretch_width", margin=0)
         self.shown: tuple[str, ...] = ()
         self._key = None
+        #: Each legend's columns and label width as built (projector mode widens them).
+        self._legends = {name: (fig.legend[0].ncols, fig.legend[0].label_width)
+                         for name, fig in figures.items() if fig.legend}
 
     @staticmethod
     def order(momentum: bool, focus=(), projector: bool = False) -> tuple[str, ...]:
@@ -64,8 +69,16 @@ class PlotArea:
         if key == self._key:
             return
         self._key, self.shown = key, names
-        for name in names:
-            self.figures[name].height = height
+        for name, fig in self.figures.items():
+            fig.height = height if name in names else HEIGHT
+            # projector mode: no toolbar (it covered the large titles), legends in their
+            # own columns with room for the large labels (15 px at least)
+            fig.toolbar_location = None if projector else "right"
+            if name in self._legends:
+                ncols, width = self._legends[name]
+                fig.legend[0].label_width = round(LEGEND_WIDTH * width) if projector else width
+                if projector:
+                    fig.legend[0].ncols = ncols
         per_row = len(names) if projector else 2
         rows = [pn.Row(*(pn.pane.Bokeh(self.figures[n], sizing_mode="stretch_width")
                          for n in names[i:i + per_row]), sizing_mode="stretch_width")
