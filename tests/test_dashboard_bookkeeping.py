@@ -141,15 +141,16 @@ def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
         lab.preset = p["name"]
         curve = lab.attention_plots.soft_src["softmax_inertial"].data
         if lab.momentum:  # the base case (no attention): its own plots, the softmax hidden
-            assert not any(row.visible for row in lab.attention_rows)
+            assert lab.attention_plots.soft_fig not in lab.shown_figures()
             continue
-        if p["name"].startswith("V ⪯ 0"):  # B = V A⁻¹ not positive definite: refused
+        if p["name"].startswith("V ⪯ 0"):  # B = V A⁻¹ not positive definite: a note says so
             assert len(curve["t"]) == 0
-            assert "softmax_inertial needs B = V A⁻¹ positive definite" in lab.status.object
+            assert lab.note.visible
+            assert "softmax_inertial needs B = V A⁻¹ positive definite" in lab.note.object
             continue
         assert len(curve["t"]) > 10, p["name"]
         assert all(math.isfinite(v) and v > 0 for v in curve["s"]), p["name"]
-        assert "softmax_inertial:" not in lab.status.object, p["name"]
+        assert not lab.note.visible and "softmax_inertial" not in lab.note.object, p["name"]
 
 
 def test_the_changes_of_one_drag_make_one_marker():

@@ -30,8 +30,8 @@ def test_the_lab_opens_on_its_first_preset_run(lab):
     plots in place of the attention plots, and a status line of its runs."""
     presets, _ = load_presets()
     assert lab.preset == presets[0]["name"] == "Momentum on a quadratic"
-    assert lab.momentum and lab.momentum_row.visible
-    assert not any(row.visible for row in lab.attention_rows)
+    assert lab.momentum and lab.plot_area.shown == ("gap", "path")
+    assert lab.shown_figures() == list(lab.momentum_plots.figures)
     assert all(len(src.data["t"]) == 1000 for src in lab.momentum_plots.gap_src.values())
     assert "f − f* at t = 100" in lab.status.object and presets[0]["name"] in lab.caption.object
 
@@ -52,11 +52,11 @@ def test_the_base_case_plots_show_its_runs_and_switch_with_the_presets(lab):
     assert list(runs.path_src["nesterov"].data["x"]) == list(nesterov.path().x)
     assert list(runs.bound_src.data["f"]) == list(r.bound.y)
     assert (runs.gap_fig.x_range.start, runs.gap_fig.x_range.end) == (0.1, 100.0)
-    assert lab.value_input.disabled and lab.controls["theta"].disabled
+    # the settings the base case does not read are not shown (nor their group)
+    assert not lab.value_input.visible and not lab.controls["theta"].visible
     lab.preset = presets[1]["name"]  # an attention preset: its six plots
-    assert not lab.momentum and not lab.momentum_row.visible
-    assert all(row.visible for row in lab.attention_rows)
-    assert not lab.value_input.disabled and not lab.controls["theta"].disabled
+    assert not lab.momentum and lab.shown_figures() == list(lab.attention_plots.figures)
+    assert lab.value_input.visible and lab.controls["theta"].visible
     # the heavy ball at the critical damping is drawn once
     lab.preset = presets[0]["name"]
     lab.settings.alpha = 0.2

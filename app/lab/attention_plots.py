@@ -6,7 +6,7 @@ models, filled from a :class:`~dynamics.inertial.experiments.LabResult`."""
 from __future__ import annotations
 
 import numpy as np
-from bokeh.models import ColumnDataSource, Span
+from bokeh.models import ColumnDataSource, Range1d, Span
 from bokeh.plotting import figure
 
 from app.mainview.plots import legend_below
@@ -35,6 +35,23 @@ def _lines(curves) -> dict:
 def _points(X) -> dict:
     """The first two coordinates of the tokens ``X`` (N, d) (``y = 0`` when ``d = 1``)."""
     return {"x": X[:, 0], "y": X[:, 1] if X.shape[1] > 1 else np.zeros(X.shape[0])}
+
+
+def ham_range(values, min_span: float) -> tuple[float, float]:
+    """Ends of a linear axis showing ``values`` with a margin of 5 %: at least
+    ``min_span`` times the largest ``|value|`` wide (a conserved ``H`` is drawn flat, not
+    at the scale of the solver's last digits); (0, 1) without finite values.
+
+    The ranges are set here, not left to BokehJS (a ``DataRange1d``): a figure first
+    drawn while hidden kept an empty frame without axes once shown."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return 0.0, 1.0
+    lo, hi = float(v.min()), float(v.max())
+    span = max(hi - lo, min_span * float(np.abs(v).max()), 1e-12)
+    mid = 0.5 * (lo + hi)
+    return mid - 0.55 * span, mid + 0.55 * span
 
 
 def _when(t) -> str:
@@ -73,8 +90,9 @@ class AttentionPlots:
         self.clouds_fig = c
 
         self._layers()
-        h = figure(title="Hamiltonian H(S, P), accelerated",
-                   x_axis_label="time t", y_axis_label="H(S, P)", **FIGURE_OPTIONS)
+        h = figure(title="Hamiltonian H(S, P), accelerated", x_range=Range1d(0.0, 1.0),
+                   y_range=Range1d(0.0, 1.0), x_axis_label="time t", y_axis_label="H(S, P)",
+                   **FIGURE_OPTIONS)
         self.ham_src = ColumnDataSource({"t": [], "H": []})
         h.line("t", "H", source=self.ham_src, line_width=2)
         self.ham_fig = h
@@ -153,20 +171,19 @@ class AttentionPlots:
                         f"crossing {r.crossing_layer}")),
                       x_end(r.layers.values()))
         self.ham_src.data = {"t": r.hamiltonian.x, "H": r.hamiltonian.y}
-        # a conserved H is drawn flat: the axis spans at least HAM_SPAN of its size, not
-        # the solver's last digits
-        H = np.abs(r.hamiltonian.y)
-        self.ham_fig.y_range.min_interval = HAM_SPAN * float(H.max()) if H.size else None
+        for axis, values, span in ((self.ham_fig.x_range, r.hamiltonian.x, 0.0),
+                                   (self.ham_fig.y_range, r.hamiltonian.y, HAM_SPAN)):
+            start, end = ham_range(values, span)
+            axis.update(start=start, end=end)
         for model, src in self.soft_src.items():
             src.data = {"t": r.softmax[model].x, "s": r.softmax[model].y}
         fit_log_axis(self.eig_fig, eigenvalues)
         fit_log_axis(self.clouds_fig, r.cloud_moments.values())
         fit_log_axis(self.layer_fig, r.layers.values(), (r.theta,))
         fit_log_axis(self.soft_fig, r.softmax.values())
-        notes = "".join(f"; {m}" for m in r.messages)
         crossing = (f"first crossed at layer {r.crossing_layer} (predicted "
                     f"{r.predicted_layer if r.predicted_layer is not None else 'none'})"
                     if r.crossing_layer is not None else "not crossed")
         how = " (numerical)" if r.data.a is None else ""
         return (f"first-order T_max = {_when(r.first_order_time)}{how}; accelerated blow-up "
-                f"at t = {_when(r.accelerated_time)}; θ = {r.theta:g} {crossing}{notes}")
+                f"at t = {_when(r.accelerated_time)}; θ = {r.theta:g} {crossing}")

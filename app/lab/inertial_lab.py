@@ -42,6 +42,8 @@ from dynamics.weights_file import WEIGHT_ARRAYS
 
 from .attention_plots import AttentionPlots
 from .momentum_plots import RUN_STYLES, MomentumPlots
+from .plot_area import NAMES, PlotArea
+from .sidebar import FILE_GROUP, Sidebar
 
 #: The presets of the lab (``assets/presets/inertial.json``, see :mod:`app.serving.resources`).
 PRESETS_PATH = asset("presets", "inertial.json")
@@ -61,8 +63,13 @@ STALE = ("**The plots are stale:** a setting changed since they were computed. P
          "**Run** to update them.")
 #: The model of the attention experiments when a file leaves the momentum runs.
 ATTENTION_MODEL = "linear_accelerated"
-#: Controls the momentum runs do not read (greyed out while they are shown).
-NOT_MOMENTUM = ("layer_h", "theta")
+#: Said under the plots when a softmax model cannot run the settings (a neutral note: a
+#: preset may mean it, e.g. V ⪯ 0 leaves the inertial model without a kinetic energy).
+SOFTMAX_NOTE = "ℹ **The softmax plot leaves out what these settings do not allow** — "
+#: The sidebar in projector mode: a drawer over the plots at the window's right edge.
+DRAWER_STYLES = {"position": "fixed", "z-index": "20", "top": "44px", "right": "0px",
+                 "background": "white", "box-shadow": "-2px 2px 10px rgba(0, 0, 0, 0.35)",
+                 "max-height": "calc(100vh - 50px)", "overflow-y": "auto", "padding": "4px"}
 
 
 def load_presets(path: str | Traversable = PRESETS_PATH) -> tuple[list[dict], list[str]]:
@@ -81,12 +88,25 @@ def load_presets(path: str | Traversable = PRESETS_PATH) -> tuple[list[dict], li
             if unknown:
                 raise ValueError(f"unknown settings {sorted(unknown)}")
             Settings(**p["settings"])
+            focus = [str(n) for n in p.get("focus", [])]
+            if set(focus) - set(NAMES):
+                raise ValueError(f"unknown plots in focus {sorted(set(focus) - set(NAMES))}")
             good.append({"name": str(p["name"]), "caption": str(p.get("caption", "")),
-                         "settings": dict(p["settings"])})
+                         "settings": dict(p["settings"]), "focus": focus})
         except (KeyError, TypeError, ValueError) as exc:
             errors.append(f"preset {i} ({p.get('name', '?') if isinstance(p, dict) else p}): "
                           f"{exc}")
     return good, errors
+
+
+def softmax_note(messages) -> str:
+    """The note under the plots for the softmax models that could not run
+    (``"model: reason"`` each; the reason often names its model already); "" for none."""
+    reasons = []
+    for m in messages:
+        model, _, reason = m.partition(": ")
+        reasons.append(reason if reason.startswith(model) else m)
+    return SOFTMAX_NOTE + "; ".join(reasons) + "." if reasons else ""
 
 
 def _control(settings, name):
@@ -104,6 +124,11 @@ class InertialLab(pn.viewable.Viewer):
 
     preset = param.Selector(default=None, objects=[None], allow_None=True,
                             doc="Preset to load.")
+    projector = param.Boolean(default=False, doc=(
+        "Projector mode (app.teaching.projector sets it): only the preset's own plots, "
+        "taller, in one row; the sidebar a drawer; no caption, status or equations."))
+    projector_scale = param.Number(default=1.0, bounds=(0.5, 4.0), doc=(
+        "Scale of the plots' height in projector mode (the projector's, by window size)."))
 
     def __init__(self, **params):
         self.settings = Settings(model="linear_accelerated", n_tokens=16, dim=2)
@@ -132,6 +157,9 @@ class InertialLab(pn.viewable.Viewer):
                                                   visible=False, sizing_mode="stretch_width")
         self.generated_button.on_click(locked(lambda event: self.use_generated_data()))
         self.status = pn.pane.Markdown("", sizing_mode="stretch_width")
+        #: What the softmax plot leaves out and why (a note, not an error).
+        self.note = pn.pane.Markdown("", sizing_mode="stretch_width", visible=False,
+                                     styles={"color": "#444"})
         self.caption = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.message = pn.pane.Alert("; ".join(preset_errors), alert_type="warning",
                                      visible=bool(preset_errors))
@@ -145,19 +173,21 @@ class InertialLab(pn.viewable.Viewer):
         #: The plots of the attention experiments and of the momentum runs.
         self.attention_plots, self.momentum_plots = AttentionPlots(), MomentumPlots()
         self.figures = (*self.momentum_plots.figures, *self.attention_plots.figures)
-        attention = self.attention_plots.figures  # in pairs, a row each
-        self.attention_rows = [
-            pn.Row(pn.pane.Bokeh(a), pn.pane.Bokeh(b), sizing_mode="stretch_width")
-            for a, b in zip(attention[::2], attention[1::2], strict=True)]
-        # the base case's two plots wrap in a narrow window (1024 px: no sideways scroll)
-        self.momentum_row = pn.FlexBox(
-            *(pn.pane.Bokeh(f, min_width=360, sizing_mode="stretch_width",
-                            styles={"flex": "1 1 360px"}) for f in self.momentum_plots.figures),
-            flex_wrap="wrap", sizing_mode="stretch_width")
+        #: The plots on the page (those of the run shown, the preset's own first).
+        self.plot_area = PlotArea(dict(zip(NAMES, self.figures, strict=True)))
+        self.focus: list[str] = []  # the preset's own plots
+        self._momentum_shown = False  # the plots shown are the base case's
+        self.controls_toggle = pn.widgets.Toggle(label="☰ Lab controls", value=False,
+                                                 visible=False, width=130, margin=(4, 10))
         self.explanation = pn.pane.LaTeX(
             models_text(part=2), renderer="katex", sizing_mode="stretch_width",
             css_classes=["explain"], stylesheets=[katex.STYLESHEET, read_asset("style.css")])
+        self.explanation_column = pn.Column(self.explanation, sizing_mode="stretch_width",
+                                            max_width=900)
         katex.install_fonts()
+        self.sidebar = self._sidebar()
+        self.param.watch(lambda *events: self._layout(), ["projector", "projector_scale"])
+        self.controls_toggle.param.watch(lambda *events: self._layout(), "value")
         self.param.watch(self._load_preset, "preset")
         if self.presets and self.preset is None:  # the lab opens on its first preset, run
             self.preset = self.presets[0]["name"]
@@ -177,6 +207,7 @@ class InertialLab(pn.viewable.Viewer):
         self.kernel_input.value = self.settings.kernel_diag
         self.value_input.value = self.settings.value_diag
         self.caption.object = f"**{p['name']}** — {p['caption']}"
+        self.focus = list(p["focus"])
         self.run()
 
     def _controls_now(self) -> tuple:
@@ -256,6 +287,8 @@ class InertialLab(pn.viewable.Viewer):
         momenta = ("; P starts the momentum-only softmax model (and the inertial one, which "
                    "runs only when A and V commute)" if "momenta" in arrays else "")
         self.preset = None  # the caption below is the file's
+        self.focus = []
+        self._layout()
         self.caption.object = (
             f"**Running {name}**: N = {X.shape[0]}, d = {X.shape[1]} ({names}"
             f"{'; ' + missing if missing else ''}). The first-order T_max is found "
@@ -294,48 +327,66 @@ class InertialLab(pn.viewable.Viewer):
         self._forget_file()
         return True
 
+    def _layout(self) -> None:
+        """Lay the page out for the run shown and the mode: the run's plots (the preset's
+        own first; in projector mode only those, taller), the sidebar (in projector mode a
+        drawer the "Lab controls" button opens), the texts (none in projector mode but a
+        message)."""
+        on = self.projector
+        self.plot_area.show(self.plot_area.order(self._momentum_shown, self.focus, on),
+                            projector=on, scale=self.projector_scale)
+        self.controls_toggle.visible = on
+        self.sidebar.column.visible = not on or self.controls_toggle.value
+        self.sidebar.column.styles = DRAWER_STYLES if on else {}
+        for pane in (self.caption, self.status, self.explanation_column):
+            pane.visible = not on
+        self.note.visible = bool(self.note.object) and (
+            not on or "softmax" in self.plot_area.shown)
+
+    def shown_figures(self) -> list:
+        """The figures on the page now, in order."""
+        return [self.plot_area.figures[n] for n in self.plot_area.shown]
+
     def _show_mode(self, momentum: bool) -> None:
-        """The momentum plots or the attention plots; the controls the momentum runs do
-        not read greyed out while they are shown (a file's greying is its own)."""
-        self.momentum_row.visible = momentum
-        for row in self.attention_rows:
-            row.visible = not momentum
-        if self.arrays is None:
-            for widget in (self.value_input, *(self.controls[k] for k in NOT_MOMENTUM)):
-                widget.disabled = momentum
+        self._momentum_shown = momentum
+        self._layout()
 
     def _show_momentum(self, r) -> None:
         """Show a :class:`~dynamics.inertial.momentum.MomentumResult` in the momentum
         plots and the status line."""
         self._ran = self._controls_now()
         self.stale.visible = False
-        self._show_mode(True)
         self.status.object = self.momentum_plots.show(r)
+        self.note.object = ""
+        self._show_mode(True)
 
     def _show(self, r) -> None:
         """Show a :class:`~dynamics.inertial.experiments.LabResult` in the attention
         plots and the status line."""
         self._ran = self._controls_now()
         self.stale.visible = False
-        self._show_mode(False)
         self.status.object = self.attention_plots.show(r)
+        self.note.object = softmax_note(r.messages)
+        self._show_mode(False)
 
     # ------------------------------------------------------------------ layout
+    def _sidebar(self) -> Sidebar:
+        """The sidebar (:class:`~app.lab.sidebar.Sidebar`): the preset and Run first."""
+        head = [pn.widgets.Select.from_param(self.param.preset, label="Preset",
+                                             sizing_mode="stretch_width"), self.run_button]
+        widgets = {"kernel_diag": self.kernel_input, "value_diag": self.value_input,
+                   **self.controls}
+        return Sidebar(self.settings, widgets, head,
+                       [self.upload_note, self.upload, self.generated_button])
+
     def __panel__(self):
-        controls = pn.Column(
-            pn.widgets.Select.from_param(self.param.preset, label="Preset",
-                                         sizing_mode="stretch_width"),
-            self.kernel_input, self.value_input,
-            *self.controls.values(),
-            self.run_button, self.upload_note, self.upload, self.generated_button, width=300)
         plots = pn.Column(
-            self.status, self.stale, self.caption, self.message, self.momentum_row,
-            *self.attention_rows,
-            pn.Column(self.explanation, sizing_mode="stretch_width", max_width=900),
-            sizing_mode="stretch_width", min_width=320)
-        return pn.Row(controls, plots, sizing_mode="stretch_width")
+            pn.Row(self.controls_toggle, self.status, sizing_mode="stretch_width"),
+            self.stale, self.caption, self.message, self.plot_area.column, self.note,
+            self.explanation_column, sizing_mode="stretch_width", min_width=320)
+        return pn.Row(self.sidebar.column, plots, sizing_mode="stretch_width")
 
 
-__all__ = ["ATTENTION_MODEL", "CONTROLS", "FILE_SETTINGS", "FROM_FILE", "NOT_MOMENTUM",
-           "PRESETS_PATH", "RUN_STYLES", "STALE", "UPLOAD_HELP", "InertialLab",
-           "load_presets"]
+__all__ = ["ATTENTION_MODEL", "CONTROLS", "FILE_GROUP", "FILE_SETTINGS", "FROM_FILE",
+           "PRESETS_PATH", "RUN_STYLES", "SOFTMAX_NOTE", "STALE", "UPLOAD_HELP",
+           "InertialLab", "load_presets", "softmax_note"]

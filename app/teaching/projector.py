@@ -256,6 +256,7 @@ class Projector:
             for fig in lab.figures:  # (its long titles: at the axes' size, not cut)
                 for obj, values in _text_props(fig, title_font=FONT).items():
                     self._set(obj, **values)
+            self._set(lab, projector=True, projector_scale=scale)  # the lab's own layout
         if d.sidebar_toggle.value:
             self._set(d.sidebar_toggle, value=False)
         self._set(d.sidebar, styles={**d.sidebar.styles, **DRAWER_STYLES})

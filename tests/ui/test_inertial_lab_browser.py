@@ -1,8 +1,18 @@
 """Browser tier: the Inertial lab tab renders and responds (marker ``ui``)."""
 
 import re
+import time
 
 import pytest
+from pixels import (
+    MIN_PIXELS,
+    assert_fits_viewport,
+    assert_no_sideways_scroll,
+    assert_plots_show_data,
+    plots_data,
+)
+
+from app.lab.inertial_lab import load_presets
 
 pytestmark = pytest.mark.ui
 
@@ -134,4 +144,68 @@ def test_the_lab_shows_the_base_case_from_its_first_preset(page, server, console
     # the attention plots wait for their presets
     page.locator("select:visible").first.select_option(label="V ⪯ 0: global existence")
     page.get_by_text(re.compile(r"first-order T_max = ∞")).first.wait_for(timeout=30000)
+    assert console_errors == []
+
+
+def _drawn(page, plots: int, timeout_s: float = 60.0) -> dict[str, int]:
+    """Wait until ``plots`` plots are visible and every one shows data (a run's data
+    reach the page a moment after its caption); then assert it by pixels."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        counts = plots_data(page)
+        if len(counts) >= plots and min(counts.values()) >= MIN_PIXELS:
+            break
+        page.wait_for_timeout(250)  # (polling a condition: the pixels drawn)
+    return assert_plots_show_data(page, at_least=plots)
+
+
+def _choose(page, name: str) -> None:
+    """Choose the lab's preset ``name`` (its menu is the first one visible)."""
+    page.locator("select:visible").first.select_option(label=name)
+    page.get_by_text(re.compile(re.escape(f"{name} —"))).first.wait_for(
+        state="attached", timeout=60000)
+
+
+@pytest.mark.slow
+def test_every_lab_preset_draws_its_plots_and_fits_a_projector(page, server, console_errors):
+    """Issue #35, items 1, 2 and 6: every preset's plots show drawn data (pixels, not
+    canvases) at 1280×720 and at 1920×1080 — the base case's two used to have frames of
+    zero size, the Hamiltonian an empty panel after the tour came from the base case —
+    and in projector mode a preset shows its own plots only, with data, and the lab
+    fits 1280×720 (it was 2,235 px tall). One page load for all of it."""
+    presets, _ = load_presets()
+    small, large = {"width": 1280, "height": 720}, {"width": 1920, "height": 1080}
+    page.set_viewport_size(small)
+    page.goto(server)
+    page.wait_for_selector(".bk-Canvas", timeout=30000)
+    page.get_by_text("Inertial lab", exact=True).click()
+    page.get_by_text(re.compile(r"f − f\* at t = 100")).first.wait_for(timeout=90000)
+    for i, preset in enumerate(presets):
+        if i:
+            _choose(page, preset["name"])
+        plots = 2 if preset["settings"]["model"] == "momentum_quadratic" else 6
+        for size in (small, large):
+            page.set_viewport_size(size)
+            counts = _drawn(page, plots)
+            assert len(counts) == plots, (preset["name"], counts)
+            assert_no_sideways_scroll(page)
+        page.set_viewport_size(small)
+    # the sidebar: the preset and Run first, the rest in groups (collapsed)
+    assert page.get_by_text("Tokens, matrices and time step").count() == 1
+    assert not page.get_by_text("Seed", exact=False).first.is_visible()
+
+    page.get_by_role("button", name="Projector mode").click()
+    toggle = page.get_by_role("button", name="☰ Lab controls")
+    toggle.wait_for(timeout=120000)  # (a minute on a loaded machine)
+    # its own plots: two (the Hamiltonian beside the eigenvalues), one, the base case's
+    chosen = [p for p in presets if p["name"].startswith(("V ⪯ 0", "softmax"))]
+    for preset in (*chosen, presets[0]):
+        toggle.click()  # the lab's controls: a drawer over the plots
+        _choose(page, preset["name"])
+        toggle.click()
+        page.locator("select:visible").first.wait_for(state="hidden", timeout=10000)
+        counts = _drawn(page, len(preset["focus"]))
+        assert len(counts) == len(preset["focus"]), (preset["name"], counts)
+        page.evaluate("window.scrollTo(0, 0)")
+        assert_fits_viewport(page)
     assert console_errors == []
