@@ -7,12 +7,15 @@ A tour is ``{"name", "steps": [...]}``; a step is::
      "preset": "<a preset of the main tab>"        (or, with "tab": "lab",
      "lab_preset": "<a preset of the inertial lab>"),
      "annotations": ["kl_slope", ...],              (app.mainview.guides.ANNOTATIONS)
-     "claim": {"kind": "...", ...}}                 (checked by tests/test_tour.py)
+     "claim": {"kind": "...", ...},                 (checked by tests/test_tour.py)
+     "t_end": 10.0}                                 (a main-tab step: the run pauses there)
 
 Back/Next (and the arrow keys ← →, unless a widget such as a slider has the focus) move
 through it; the step is in the URL
 (``?tour_step=4`` opens a class at step 4). :func:`validate_tour` names every problem of a
-tour file; a tour with a problem is not offered.
+tour file; a tour with a problem is not offered. A main-tab step's run pauses at its
+``t_end`` (else its preset's), with what the step is about still on the plots; the banner
+shows the time against that end and a Replay button.
 """
 
 from __future__ import annotations
@@ -80,9 +83,9 @@ def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]
                        for a in annotations if a not in ANNOTATIONS]
         if tab == "lab" and annotations:
             errors.append(f"{where}: annotations are drawn on the main tab only")
-        t_end = step.get("t_end", SLIDE_T_END)
-        if isinstance(t_end, bool) or not isinstance(t_end, int | float) or not 0 < t_end <= 1e3:
-            errors.append(f"{where}: t_end must be a time in (0, 1000], got {t_end!r}")
+        problem = presets_module.t_end_problem(step.get("t_end", SLIDE_T_END))
+        if problem:
+            errors.append(f"{where}: {problem}")
     return errors
 
 
@@ -198,6 +201,11 @@ class Tour(pn.viewable.Viewer):
         self.back = pn.widgets.Button(label="◀ Back", width=90)
         self.next = pn.widgets.Button(label="Next ▶", color="primary", width=90)
         self.end = pn.widgets.Button(label="End tour", width=90)
+        # the run's clock against the step's end (TensorFlow Playground's epoch counter)
+        # and Replay: the run pauses at its end with the evidence in view
+        self.clock = pn.pane.Markdown("", margin=(0, 10), css_classes=["tour-clock"])
+        self.replay = pn.widgets.Button(label="↺ Replay", width=90)
+        self.replay.on_click(locked(lambda event: self.dashboard.replay()))
         self.keys = ArrowKeys(width=0, height=0, margin=0)
         self.back.on_click(locked(lambda event: self.go(-1)))
         self.next.on_click(locked(lambda event: self.go(+1)))
@@ -205,8 +213,8 @@ class Tour(pn.viewable.Viewer):
         self.keys.param.watch(locked(lambda event: self.go(+1)), "forward")
         self.keys.param.watch(locked(lambda event: self.go(-1)), "back")
         self._panel = pn.Column(
-            pn.Row(self.back, self.next, self.end, self.title, self.keys,
-                   sizing_mode="stretch_width"),
+            pn.Row(self.back, self.next, self.end, self.title, self.replay, self.clock,
+                   self.keys, sizing_mode="stretch_width"),
             self.text, css_classes=["tour"], sizing_mode="stretch_width", visible=False,
             styles={"border-left": "4px solid #2a6fdb", "background": "#f3f7ff",
                     "padding": "4px 0"})
@@ -242,7 +250,9 @@ class Tour(pn.viewable.Viewer):
         self.back.disabled = number == 1
         self.next.disabled = number == len(self.steps)
         self._panel.visible = True
-        if step.get("tab", "main") == "lab":
+        lab_step = step.get("tab", "main") == "lab"
+        self.replay.visible = self.clock.visible = not lab_step  # (the lab runs at once)
+        if lab_step:
             dashboard.timeseries.guides.show(())
             lab = dashboard.show_lab()
             if lab is not None:
@@ -253,9 +263,23 @@ class Tour(pn.viewable.Viewer):
             dashboard.show_main()
             preset = next(p for p in dashboard.presets if p.get("name") == step["preset"])
             dashboard.load_preset(preset)
+            dashboard.run_end = step.get("t_end", preset.get("t_end"))
             s = dashboard.settings
             dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)
         return True
+
+    def show_clock(self, t: float, end: float | None, status: str, message: str,
+                   ended: bool) -> None:
+        """The run's clock in the banner: ``t`` against the step's ``end``; at the end
+        "■"; a run that stopped (``status`` diverged or failed) says why."""
+        if status != "running":
+            text = f"⚠ **{status}**: {message}"
+        elif end is None:
+            text = f"t = {t:.1f}"
+        else:
+            text = f"{'■ ' if ended else ''}t = {t:.1f} / {end:g}"
+        if self.clock.object != text:
+            self.clock.object = text
 
     @property
     def shown(self) -> bool:
