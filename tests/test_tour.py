@@ -504,3 +504,18 @@ def test_a_diverged_run_says_why_in_the_notice_and_the_banner():
     rows = len(d.timeseries.source.data["t"])
     d.tick()
     assert len(d.timeseries.source.data["t"]) == rows
+
+
+def test_the_banner_is_readable_in_projector_mode():
+    """Item 6 (the banner's part): its title, text and clock at ≥ 18 px in projector mode,
+    scaled with the plots on a larger screen, the page's own size again once off."""
+    d = Dashboard(playing=False, query={"projector": "true", "tour_step": "1"})
+    d.__panel__()
+    sizes = [int(p.styles["font-size"].removesuffix("px"))
+             for p in (d.tour.title, d.tour.text, d.tour.clock)]
+    assert sizes == [18, 18, 18]
+    d.projector_mode.window.param.update(inner_width=1920, inner_height=1080)
+    assert d.tour.text.styles["font-size"] == f"{round(18 * d.projector_mode.scale)}px"
+    assert d.projector_mode.scale > 1
+    d.projector = False
+    assert "font-size" not in d.tour.text.styles
