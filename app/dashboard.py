@@ -271,6 +271,7 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
         per_frame = 8 * (3 * n * n + 2 * n * d + 32)
         self.history = deque(maxlen=int(min(5000, max(50, HISTORY_BYTES // per_frame))))
         self._ticks.clear()
+        self._restarted()  # (a run paused at its end plays again)
         # projector mode keeps the plots of the model shown: undone, then done again
         projecting = self.projector and self._layout is not None
         with pn.io.hold():

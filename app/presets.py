@@ -2,7 +2,9 @@
 (``assets/presets/attention.json``).
 
 A preset is ``{"name", "caption", "settings": {...}}`` with optional
-``"quench": {"at_t": t, setting: value, ...}`` and ``"compare": bool`` (comparison mode).
+``"quench": {"at_t": t, setting: value, ...}``, ``"compare": bool`` (comparison mode) and
+``"t_end"``: the time the run pauses at, with what the preset is about still on the plots
+(Replay runs it again; a page without a preset streams on).
 :func:`validate` checks it against ``dynamics.Settings`` and returns every problem;
 a preset with a problem changes nothing.
 """
@@ -22,7 +24,18 @@ from .serving.resources import asset
 #: :mod:`app.serving.resources`).
 PRESET_FILE = asset("presets", "attention.json")
 REQUIRED = ("name", "caption", "settings")
-OPTIONAL = ("quench", "compare")
+OPTIONAL = ("quench", "compare", "t_end")
+#: Largest end of a preset's run (``"t_end"``).
+MAX_T_END = 1000.0
+
+
+def t_end_problem(t_end, after: float = 0.0) -> str | None:
+    """Why ``t_end`` is not a run's end (a number in (``after``, :data:`MAX_T_END`]), or
+    None."""
+    if isinstance(t_end, bool) or not isinstance(t_end, (int, float)) \
+            or not after < t_end <= MAX_T_END:
+        return f"'t_end' must be a time in ({after:g}, {MAX_T_END:g}], got {t_end!r}"
+    return None
 
 
 def load_presets(path: str | Traversable | None = None) -> list[dict]:
@@ -91,6 +104,13 @@ def validate(preset) -> list[str]:
             errors += [f"quench: {k!r} restarts the run, it cannot be quenched" for k in restart]
             errors += _check_settings({k: v for k, v in changes.items() if k not in restart},
                                       prefix="quench: ")
+    if "t_end" in preset:
+        quench = preset.get("quench")
+        at = quench.get("at_t") if isinstance(quench, dict) else None
+        after = at if isinstance(at, (int, float)) and not isinstance(at, bool) else 0.0
+        problem = t_end_problem(preset["t_end"], after=max(0.0, after))
+        if problem:
+            errors.append(problem + (" (after its quench)" if after > 0 else ""))
     return errors
 
 

@@ -173,6 +173,7 @@ class SettingsIO(param.Parameterized):
         name, used, compare = self._running_preset
         if used_settings(self.settings) != used or self.compare != compare:
             self._running_preset = None
+            self.run_end = None  # the preset's end is its own: your settings stream on
             self._show_preset(CUSTOM)
 
     @param.depends("preset", watch=True)
@@ -276,6 +277,7 @@ class SettingsIO(param.Parameterized):
             self.compare = preset.get("compare", False)
             self._quench = dict(preset["quench"]) if "quench" in preset else None
             self._fired_quench = None
+            self.run_end = preset.get("t_end")
             self.caption.object = (f"**{preset['name']}** — {preset['caption']}  \n"
                                    f"{theory_link(values['model'])}")
             self.notice = ""
@@ -289,6 +291,7 @@ class SettingsIO(param.Parameterized):
         """The model changed by hand: the preset's caption and pending quench go."""
         self.caption.object = ""
         self._quench = self._fired_quench = None
+        self.run_end = None
 
     def _apply_quench(self):
         q = self._quench
@@ -346,6 +349,7 @@ class SettingsIO(param.Parameterized):
                                   + "\n".join(f"- {p}" for p in problems))
             return False
         self._quench = self._fired_quench = None
+        self.run_end = None
         with self.changing():
             self.settings.param.update(**values)
         self.paste_message = (f"pasted settings applied; not applied, as {unused[0]} does not "

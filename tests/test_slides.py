@@ -363,3 +363,49 @@ def test_the_momentum_step_slide_draws_the_base_case(tmp_path):
                                    formats=("png",))
     assert [p.name for p in written] == ["01_Momentum_first.png"]
     assert imread(written[0]).shape[:2] == (1080, 1920)
+
+
+# -- issue #35, item 8 -----------------------------------------------------------------
+def test_the_real_head_slide_names_the_words_the_text_speaks_of():
+    """Slide 2's text speaks of the row of 'it' and the column of 'animal': the maps'
+    axes carry the sentence's words, not the numbers 0–15."""
+    fig, frames, step = _tour_slide(2, 0.5)
+    assert "‘it’" in step["text"] and "‘animal’" in step["text"]
+    words = list(frames[-1].tokens)
+    for key in ("A", "A*"):
+        ax = fig.slide_axes[key]
+        x = [t.get_text() for t in ax.get_xticklabels()]
+        y = [t.get_text() for t in ax.get_yticklabels()]
+        assert x == words and y == words and "it" in x and "animal" in y
+
+
+def test_the_slide_caption_leaves_out_the_pages_navigation_link():
+    """The sidebar's slide takes the page's caption, which ends with an in-app link
+    "Theory page: … ▸": a link on the page, not text of a slide."""
+    from app import Dashboard
+    from app import presets as presets_module
+
+    d = Dashboard(playing=False)
+    d.__panel__()
+    d.load_preset(presets_module.load_presets()[0])
+    assert "Theory page:" in d.caption.object
+    text = slides.plain_caption(d.caption.object)
+    assert "Theory page" not in text and "▸" not in text
+    assert text.startswith("Relaxation to softmax (fixed features) — At fixed features")
+    assert "(tracking the moving softmax)" in text  # a link inside the sentence stays
+
+
+def test_the_lab_slides_hamiltonian_axis_has_no_offset_label():
+    """The Hamiltonian varies by ~1e-5 around −0.5: its axis reads the values, not a
+    multiplier and an offset ("1e−5−5e−1") above the plot."""
+    from app.lab.inertial_lab import load_presets
+    from dynamics.inertial.experiments import run_lab_experiment
+
+    for preset in load_presets()[0]:
+        if preset["settings"].get("model") == "momentum_quadratic":
+            continue
+        result = run_lab_experiment(preset["settings"])
+        fig = slides.lab_slide_figure(result, preset["name"])
+        fig.savefig(io.BytesIO(), format="png", dpi=40)  # lays the ticks out
+        ax = fig.slide_axes["hamiltonian"]
+        assert ax.yaxis.get_offset_text().get_text() == "", preset["name"]

@@ -81,6 +81,10 @@ class Playback(Session):
                            doc="Milliseconds between calls of the periodic callback.")
     max_fps = param.Number(default=40.0, bounds=(1.0, 120.0),
                            doc="Most frames per second the periodic callback sends.")
+    run_end = param.Number(
+        default=None, allow_None=True, bounds=(0.0, None),
+        doc="Time the run pauses at (a preset's or a tour step's ``t_end``, with what it is "
+            "about still on the plots; Replay runs it again); None: the run streams on.")
 
     def _init_playback(self) -> None:
         """The playback's own state (called first by the dashboard's ``__init__``)."""
@@ -92,6 +96,7 @@ class Playback(Session):
         self._last_status = 0.0
         self.tick_ms = self.compute_ms = 0.0
         self._shown = True  # the main tab is shown: the run advances only then
+        self._ended = False  # the run paused at its end (run_end)
 
     def step_once(self) -> None:
         """Advance one frame (used by the Step button; works while paused)."""
@@ -184,16 +189,60 @@ class Playback(Session):
         before the frame cap, :meth:`tick`)."""
         return self._urgent
 
+    def steps_to_end(self) -> int | None:
+        """Steps left before :attr:`run_end` (None: no end)."""
+        if self.run_end is None:
+            return None
+        return max(0, round((self.run_end - self.sim.t) / self.sim.settings.dt))
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run paused at its end (:attr:`run_end`); Replay runs it again."""
+        return self._ended
+
+    def _restarted(self) -> None:
+        """The run restarted (:meth:`app.dashboard.Dashboard.reset`): a run that had
+        paused at its end plays again."""
+        if self._ended:
+            self._ended = False
+            self.playing = True
+
+    def _end_run(self) -> None:
+        """The run reached :attr:`run_end`: pause with the last frame on the plots."""
+        self._ended = True
+        self.timeseries.flush()
+        self.playing = False
+        self.update_status(force=True)
+
+    def _say_stopped(self) -> None:
+        """A run that diverged or failed says why in the page's notice (and the tour's
+        clock), not only in the status line (hidden in projector mode)."""
+        if self.sim.status != RUNNING and self.notice != self.sim.message:
+            self.notice = self.sim.message
+            self._run_error = True
+            self._show_notice()
+
+    @param.depends("run_end", watch=True)
+    def _on_run_end(self) -> None:
+        if self._ready:
+            self.update_status(force=True)
+
     def advance_frame(self) -> None:
-        """One frame: advance ``steps_per_frame`` steps and update every plot."""
+        """One frame: advance ``steps_per_frame`` steps (fewer at :attr:`run_end`, where
+        the run pauses) and update every plot."""
         if self.sim.status != RUNNING:
             self.playing = False
+            self._say_stopped()
             self.update_status(force=True)
+            return
+        left = self.steps_to_end()
+        if left == 0:
+            self._end_run()
             return
         start = time.perf_counter()
         try:
             self._apply_quench()
-            n = self.steps_per_frame
+            n = self.steps_per_frame if left is None else min(self.steps_per_frame, left)
             k = self._quench_steps(n)
             if k is not None:  # a quench inside the frame: applied at its time
                 self.sim.advance(k)
@@ -225,6 +274,10 @@ class Playback(Session):
         self._ticks.append(now)
         if self.sim.status != RUNNING:
             self.playing = False
+            self._say_stopped()
+        elif self.steps_to_end() == 0:
+            self._end_run()
+            return
         self.update_status(force=self.sim.status != RUNNING)
 
     def _show(self, frame, ref=None) -> None:
@@ -289,7 +342,8 @@ class Playback(Session):
         fps = self.frames_per_second
         sim = self.sim
         running = sim.status == RUNNING and self.playing and self._shown
-        parts = [f"**t = {sim.t:.3f}**"]
+        end = self.run_end
+        parts = [f"**t = {sim.t:.3f}**" + ("" if end is None else f" of {end:g}")]
         if running:  # rates of a run that advances (none while paused: no stale rates)
             # (the server's own cost per tick, tick_ms and compute_ms, is for the
             # benchmarks, not for a projected screen)
@@ -302,7 +356,8 @@ class Playback(Session):
                 else (self.settings.n_tokens, self.settings.dim))
         parts.append(f"model **{self.settings.model}**, N = {n}, d = {d}")
         if sim.status == RUNNING:
-            parts.append("▶ playing" if running else "❚❚ paused" if not self.playing
+            parts.append("▶ playing" if running else "■ ended: ↺ Replay runs it again"
+                         if self._ended else "❚❚ paused" if not self.playing
                          else "▶ playing (waits while another tab is shown)")
         text = " · ".join(parts)
         if sim.status != RUNNING:
@@ -312,6 +367,7 @@ class Playback(Session):
             text += (f"\n\n⚠ the reference ({COMPARISON_MODEL} model) **{ref.status}**: "
                      f"{ref.message}; the distance stops there")
         self.status.object = text
+        self.tour.show_clock(sim.t, end, sim.status, sim.message, self._ended)
         style = STATUS_STYLE if sim.status == RUNNING else STOPPED_STYLE
         if self.status.styles != style:
             self.status.styles = dict(style)
@@ -323,6 +379,8 @@ class Playback(Session):
             return
         if not self.playing:
             self.timeseries.flush()
+        elif self.steps_to_end() != 0:
+            self._ended = False  # played on (no end, or a later one)
         self._ticks.clear()  # the frame rate counts from the next frame
         self._sync_callback()
         self.update_status(force=True)

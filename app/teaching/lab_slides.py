@@ -84,6 +84,9 @@ def lab_slide_figure(result, title: str = "Inertial lab", caption: str = "") -> 
     ax = axes["hamiltonian"]
     ax.plot(result.hamiltonian.x, result.hamiltonian.y, lw=2)
     ax.set(xlabel="time t", ylabel="H(S, P)", title="Hamiltonian H(S, P), accelerated")
+    # the values themselves on the axis, not an offset and a multiplier above it
+    # ("1e−5−5e−1" read as a label, issue #35)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax = axes["softmax"]
     for name, c in result.softmax.items():
         if len(c.x):

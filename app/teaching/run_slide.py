@@ -76,6 +76,9 @@ class SlideRun:
         #: ``A`` at the last frame, drawn beside ``A`` at :attr:`maps_time` in place of
         #: ``A*`` (a model whose attention is its softmax; None otherwise)
         self.attention_end = attention_end
+        #: the run's words (a real head's sentence): the maps' axes name them; empty:
+        #: numbered tokens
+        self.tokens: tuple[str, ...] = ()
 
     @classmethod
     def from_frames(cls, settings, frames, changes=(), max_frames=None,
@@ -89,6 +92,7 @@ class SlideRun:
         model = settings["model"] if isinstance(settings, Mapping) else settings.model
         at = frames[informative_frame(frames, model) if informative else -1]
         run = cls(record, at.attention, at.softmax, changes, maps_time=at.t)
+        run.tokens = tuple(getattr(frames[-1], "tokens", ()) or ())
         if informative and _attention_is_softmax(model) and at is not frames[-1]:
             run.attention_end = frames[-1].attention
         return run

@@ -25,8 +25,10 @@ FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
 
 
 def plain_caption(markdown: str) -> str:
-    """The text of a caption written in Markdown: no ``**``, ``*`` or link syntax."""
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown or "")
+    """The text of a caption written in Markdown: no ``**``, ``*`` or link syntax, and no
+    in-app navigation link ("Theory page: … ▸", a link on the page, not text of a slide)."""
+    text = re.sub(r"\s*\[[^\]]*▸\]\([^)]*\)", "", markdown or "")
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
     text = re.sub(r"<[^>]+>", "", text)
     text = text.replace("**", "").replace("`", "")
     # *emphasis* (a star after a letter, as in A*, stays)

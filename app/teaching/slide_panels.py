@@ -137,8 +137,16 @@ def draw_heatmaps(fig, ax_a, ax_s, run: SlideRun, scale) -> None:
         image = ax.imshow(np.maximum(M, LOG_FLOOR) if scale == SCALES[2] else M,
                           cmap="viridis", norm=norm, interpolation="nearest")
         ax.set_title(name, fontsize=12)
-        ax.set_xlabel("source j")
-        ax.set_ylabel("query i")
+        words = getattr(run, "tokens", ())
+        if words and len(words) == M.shape[0]:  # a real sentence: its words (issue #35)
+            ticks = range(len(words))
+            ax.set_xticks(ticks, words, rotation=90, fontsize=8)
+            ax.set_yticks(ticks, words, fontsize=8)
+            ax.set_xlabel("source word j")
+            ax.set_ylabel("query word i")
+        else:
+            ax.set_xlabel("source j")
+            ax.set_ylabel("query i")
     fig.colorbar(image, ax=[ax_a, ax_s], shrink=0.9, pad=0.01)
 
 

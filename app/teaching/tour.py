@@ -7,12 +7,15 @@ A tour is ``{"name", "steps": [...]}``; a step is::
      "preset": "<a preset of the main tab>"        (or, with "tab": "lab",
      "lab_preset": "<a preset of the inertial lab>"),
      "annotations": ["kl_slope", ...],              (app.mainview.guides.ANNOTATIONS)
-     "claim": {"kind": "...", ...}}                 (checked by tests/test_tour.py)
+     "claim": {"kind": "...", ...},                 (checked by tests/test_tour.py)
+     "t_end": 10.0}                                 (a main-tab step: the run pauses there)
 
 Back/Next (and the arrow keys ← →, unless a widget such as a slider has the focus) move
 through it; the step is in the URL
 (``?tour_step=4`` opens a class at step 4). :func:`validate_tour` names every problem of a
-tour file; a tour with a problem is not offered.
+tour file; a tour with a problem is not offered. A main-tab step's run pauses at its
+``t_end`` (else its preset's), with what the step is about still on the plots; the banner
+shows the time against that end and a Replay button.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from panel.custom import JSComponent
 from app import presets as presets_module
 from app.lab.inertial_lab import load_presets as load_lab_presets
 from app.mainview.guides import ANNOTATIONS
-from app.serving.resources import asset
+from app.serving.resources import asset, read_asset
 from app.serving.server import locked
 
 #: The tour shipped with the app.
@@ -37,6 +40,9 @@ STEP_FIELDS = ("title", "text", "preset", "tab", "lab_preset", "annotations", "c
 #: Time a step's slide is run to (``"t_end"`` of the step, else this).
 SLIDE_T_END = 10.0
 TABS = ("main", "lab")
+#: Type of the banner in projector mode at 1280×720 (scaled with the plots above it).
+PROJECTOR_FONT = 18
+_CSS = read_asset("style.css")
 
 
 def load_tour(path: str | Traversable | None = None) -> dict:
@@ -80,9 +86,9 @@ def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]
                        for a in annotations if a not in ANNOTATIONS]
         if tab == "lab" and annotations:
             errors.append(f"{where}: annotations are drawn on the main tab only")
-        t_end = step.get("t_end", SLIDE_T_END)
-        if isinstance(t_end, bool) or not isinstance(t_end, int | float) or not 0 < t_end <= 1e3:
-            errors.append(f"{where}: t_end must be a time in (0, 1000], got {t_end!r}")
+        problem = presets_module.t_end_problem(step.get("t_end", SLIDE_T_END))
+        if problem:
+            errors.append(f"{where}: {problem}")
     return errors
 
 
@@ -192,24 +198,52 @@ class Tour(pn.viewable.Viewer):
         except (OSError, ValueError) as exc:
             self.tour, self.problems = {"name": "", "steps": []}, [f"tour not read: {exc}"]
         self.steps = self.tour.get("steps", []) if not self.problems else []
-        self.title = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
+        self.title = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width",
+                                      css_classes=["tour-title"], stylesheets=[_CSS])
         self.text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width",
-                                     css_classes=["tour-text"])
+                                     css_classes=["tour-text"], stylesheets=[_CSS])
         self.back = pn.widgets.Button(label="◀ Back", width=90)
         self.next = pn.widgets.Button(label="Next ▶", color="primary", width=90)
         self.end = pn.widgets.Button(label="End tour", width=90)
+        # the run's clock against the step's end (TensorFlow Playground's epoch counter)
+        # and Replay: the run pauses at its end with the evidence in view
+        self.clock = pn.pane.Markdown("", margin=(0, 10), css_classes=["tour-clock"],
+                                      stylesheets=[_CSS])
+        self.replay = pn.widgets.Button(label="↺ Replay", width=90)
+        self.replay.on_click(locked(lambda event: self.dashboard.replay()))
         self.keys = ArrowKeys(width=0, height=0, margin=0)
         self.back.on_click(locked(lambda event: self.go(-1)))
         self.next.on_click(locked(lambda event: self.go(+1)))
         self.end.on_click(locked(lambda event: self.dashboard.param.update(tour_step=0)))
         self.keys.param.watch(locked(lambda event: self.go(+1)), "forward")
         self.keys.param.watch(locked(lambda event: self.go(-1)), "back")
+        dashboard.param.watch(self._on_projector, "projector")
         self._panel = pn.Column(
-            pn.Row(self.back, self.next, self.end, self.title, self.keys,
-                   sizing_mode="stretch_width"),
+            pn.Row(self.back, self.next, self.end, self.title, self.replay, self.clock,
+                   self.keys, sizing_mode="stretch_width"),
             self.text, css_classes=["tour"], sizing_mode="stretch_width", visible=False,
             styles={"border-left": "4px solid #2a6fdb", "background": "#f3f7ff",
                     "padding": "4px 0"})
+
+    def restyle(self, projector: bool, scale: float = 1.0) -> None:
+        """The banner's type: the page's in normal mode, :data:`PROJECTOR_FONT` px times
+        ``scale`` in projector mode (it stayed ~12 px there, issue #35)."""
+        for pane, base in ((self.title, "tour-title"), (self.text, "tour-text"),
+                           (self.clock, "tour-clock")):
+            classes = [base, "tour-projector"] if projector else [base]
+            size = {"font-size": f"{round(PROJECTOR_FONT * scale)}px"} if projector else {}
+            if pane.css_classes != classes or pane.styles != size:
+                pane.param.update(css_classes=classes, styles=size)
+
+    _window_watched = False
+
+    def _on_projector(self, *events) -> None:
+        projector = getattr(self.dashboard, "projector_mode", None)
+        if projector is not None and not self._window_watched:  # (built after the tour)
+            self._window_watched = True
+            projector.window.param.watch(self._on_projector, ["inner_width", "inner_height"])
+        scale = projector.scale if projector is not None else 1.0
+        self.restyle(self.dashboard.projector, scale)
 
     def validate(self, presets, lab_presets) -> list[str]:
         """Problems of the tour (none: it is offered); a bad tour has no steps."""
@@ -242,7 +276,10 @@ class Tour(pn.viewable.Viewer):
         self.back.disabled = number == 1
         self.next.disabled = number == len(self.steps)
         self._panel.visible = True
-        if step.get("tab", "main") == "lab":
+        self._on_projector()  # (a page opened in projector mode)
+        lab_step = step.get("tab", "main") == "lab"
+        self.replay.visible = self.clock.visible = not lab_step  # (the lab runs at once)
+        if lab_step:
             dashboard.timeseries.guides.show(())
             lab = dashboard.show_lab()
             if lab is not None:
@@ -253,9 +290,23 @@ class Tour(pn.viewable.Viewer):
             dashboard.show_main()
             preset = next(p for p in dashboard.presets if p.get("name") == step["preset"])
             dashboard.load_preset(preset)
+            dashboard.run_end = step.get("t_end", preset.get("t_end"))
             s = dashboard.settings
             dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)
         return True
+
+    def show_clock(self, t: float, end: float | None, status: str, message: str,
+                   ended: bool) -> None:
+        """The run's clock in the banner: ``t`` against the step's ``end``; at the end
+        "■"; a run that stopped (``status`` diverged or failed) says why."""
+        if status != "running":
+            text = f"⚠ **{status}**: {message}"
+        elif end is None:
+            text = f"t = {t:.1f}"
+        else:
+            text = f"{'■ ' if ended else ''}t = {t:.1f} / {end:g}"
+        if self.clock.object != text:
+            self.clock.object = text
 
     @property
     def shown(self) -> bool:

@@ -6,6 +6,7 @@ overlapping or reflowed."""
 import re
 
 import pytest
+from pixels import assert_plots_show_data
 from test_layout_browser import PLOT_BOXES, _overlaps
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -134,6 +135,8 @@ def test_projector_mode_shows_a_beside_a_star_and_fits_with_the_tour(browser, se
         boxes = page.evaluate(PLOT_BOXES)
         titles = [b["title"] for b in boxes]
         assert len(boxes) == 5, titles
+        # drawn, not only placed: each of the five shows data (issue #35)
+        assert_plots_show_data(page, at_least=5)
         assert any(t.startswith("Attention A(t)") for t in titles), titles
         assert any(t.startswith("Softmax A*(t)") for t in titles), titles
         a, a_star = (next(b for b in boxes if b["title"].startswith(p))

@@ -5,6 +5,7 @@ the arrow keys move through the tour."""
 import re
 
 import pytest
+from pixels import assert_plots_show_data
 from test_layout_browser import PLOT_BOXES, _overlaps
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -22,6 +23,8 @@ def test_a_link_opens_the_tour_at_a_step_in_projector_mode(browser, server):
         page.wait_for_timeout(2000)
         boxes = page.evaluate(PLOT_BOXES)
         assert len(boxes) == 5, boxes  # A beside A*, the tokens, the lag, the energy
+        # drawn, not only placed: each of the five shows data (issue #35)
+        assert_plots_show_data(page, at_least=5)
         for i, a in enumerate(boxes):
             assert a["x"] + a["w"] <= 1280 and a["y"] + a["h"] <= 720, a
             assert not any(_overlaps(a, b) for b in boxes[i + 1:])
