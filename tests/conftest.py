@@ -30,6 +30,20 @@ settings.load_profile("default")
 SLOW_SECONDS = 5.0
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_blas_thread():
+    """One BLAS thread per BLAS library, as the app and the command line run
+    (``app/main.py``, ``tests/test_blas_threads.py``): the tests step the same small
+    matrices, and OpenBLAS's threads spinning on a busy 2-core machine made them many
+    times slower (measured: the MiniLM heads of six layers 10.9 s of CPU with 2 threads,
+    0.9 s with 1). SciPy's own OpenBLAS is loaded first, so that the limit reaches it."""
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _floating_point_errors_raise():
     """Overflow, invalid operations and division by zero raise in every test."""
