@@ -1,10 +1,11 @@
 """Browser tier: the served dashboard in headless Chromium (marker ``ui``).
 
-The tests from the page's first load to the theory link share one loaded default page
-(``module_page``: a page load is most of a test's cost), in this order; each sets what it
-needs of the run (playing or paused, the main tab) through the page's own controls, so
-that each still runs alone (``-k``). The others open the URL they need on a page of
-their own. What the plots show is read from pixels (``tests/ui/pixels.py``).
+Five tests (the first load, play and pause, the CSV and the tabs, β, the theory link)
+share one loaded default page (``module_page``: a page load is most of a test's cost),
+in this order; each sets what it needs of the run (playing or paused, the main tab)
+through the page's own controls, so that each still runs alone (``-k``). The others
+open the URL they need on a page of their own. What the plots show is read from pixels
+(``tests/ui/pixels.py``).
 """
 
 import re
