@@ -223,7 +223,7 @@ def server_memory(pid: int) -> tuple[float, float]:
 
 def _open_page(context, url):
     page = context.new_page()
-    page.goto(url)
+    page.goto(url, timeout=120000)  # (a loaded server builds the page for long)
     page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=90000)
     page.wait_for_selector(".bk-Canvas", timeout=90000)
     page.wait_for_function(PAGE_COUNTER, timeout=60000)

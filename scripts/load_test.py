@@ -35,7 +35,7 @@ COUNT = """
 
 
 def _open(page, url):
-    page.goto(url)
+    page.goto(url, timeout=120000)  # (a loaded server builds the page for long)
     page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=60000)
     page.wait_for_selector(".bk-Canvas", timeout=60000)
 

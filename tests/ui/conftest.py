@@ -49,6 +49,20 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+#: Milliseconds a page may take to load (Playwright's default is 30 s). A page is a
+#: session the server builds in full (seconds of CPU); on a loaded machine one load took
+#: over 30 s, and a load given up does not stop the server building it, so every later
+#: load of the run queued behind the ones abandoned and timed out too (14 tests in a row).
+NAVIGATION_TIMEOUT = 120_000
+
+
+@pytest.fixture
+def context(context):
+    """pytest-playwright's context, whose pages wait :data:`NAVIGATION_TIMEOUT` to load."""
+    context.set_default_navigation_timeout(NAVIGATION_TIMEOUT)
+    return context
+
+
 @pytest.fixture(scope="session")
 def base_url():
     """Overrides pytest-base-url's fixture, whose definition warns under pytest 9
@@ -62,15 +76,109 @@ def browser_context_args(browser_context_args):
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """URL of ``panel serve app/main.py`` (README flags) on a free port; its log has no
-    Traceback."""
+def app_server(tmp_path_factory):
+    """The one ``panel serve app/main.py`` (README flags, :func:`serving.served`) that the
+    browser tier shares: a :class:`serving.Server` (URL, process, log). A test that reads
+    the log reads what was logged during it (``Server.log(since)``, ``errors(since)``).
+    At the end of the session its log has no Traceback."""
     with served(tmp_path_factory.mktemp("serve") / "panel.log") as srv:
-        yield srv.url
+        yield srv
     # Tornado logs a write racing a browser closing its socket (nothing the app does
     # or can catch: the write is an internal task of tornado's websocket); ignore only that.
     text = _without_closed_session_race(_CLOSED_SOCKET_RACE.sub("", srv.log()))
     assert "Traceback" not in text, text
+
+
+@pytest.fixture(scope="session")
+def server(app_server):
+    """URL of the shared server (:func:`app_server`)."""
+    return app_server.url
+
+
+#: The closed-socket race with the line that logged it (its level and logger's prefix).
+_CLOSED_SOCKET_LINE = re.compile(r"[^\n]*" + _CLOSED_SOCKET_RACE.pattern, re.DOTALL)
+
+
+class LogSince:
+    """What a server logged since this object was made (one test's share of the log of a
+    server shared by many), less the connection-lost noise of pages closing that the
+    session's own check ignores too."""
+
+    def __init__(self, server):
+        self.server, self.mark = server, len(server.log())
+
+    def text(self) -> str:
+        return _without_closed_session_race(
+            _CLOSED_SOCKET_LINE.sub("", self.server.log(self.mark)))
+
+    def errors(self) -> list[str]:
+        """The lines with a Traceback or an ERROR."""
+        return [line for line in self.text().splitlines()
+                if "Traceback" in line or "ERROR" in line]
+
+
+@pytest.fixture
+def server_log(app_server):
+    """:class:`LogSince` of the shared server, from the start of the test."""
+    return LogSince(app_server)
+
+
+def _collect_errors(page, errors: list) -> None:
+    """Append ``page``'s console errors and uncaught page errors to ``errors``."""
+    def on_console(msg):
+        if msg.type == "error":
+            errors.append(f"{msg.text} at {msg.location.get('url', '?')}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+
+def _leave(page) -> None:
+    """Pause a playing run and leave the page, so that the server is not writing a frame
+    to a socket closing under it (tornado logs that with a traceback)."""
+    try:
+        if page.get_by_text("▶ playing").count():
+            page.get_by_role("button", name=re.compile("Play")).click(timeout=2000)
+            page.wait_for_timeout(300)
+        page.goto("about:blank")
+    except Exception:  # the page may already be gone; closing it is all that is left
+        pass
+
+
+class SharedPage:
+    """A page loaded once and shared by the tests of a module (:func:`module_page`): a
+    page load is most of a browser test's cost. ``errors``: its console errors since it
+    was opened (a test asserts it empty); :meth:`open` loads a URL only when the page
+    does not show it yet (or ``fresh``)."""
+
+    def __init__(self, page):
+        self.page, self.errors, self.url = page, [], None
+        _collect_errors(page, self.errors)
+
+    def open(self, url: str, fresh: bool = False):
+        if fresh or url != self.url:
+            self.page.goto(url)
+            self.page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0",
+                                        timeout=60000)
+            self.page.wait_for_selector(".bk-Canvas", timeout=60000)
+            self.url = url
+        return self.page
+
+    def forget(self) -> None:
+        """The page's state is no longer its URL's: the next :meth:`open` reloads."""
+        self.url = None
+
+
+@pytest.fixture(scope="module")
+def module_page(browser):
+    """A :class:`SharedPage` for the tests of one module, in a context of its own (the
+    tier's viewport); left and closed after the module's last test."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_navigation_timeout(NAVIGATION_TIMEOUT)
+    shared = SharedPage(context.new_page())
+    yield shared
+    _leave(shared.page)
+    context.close()
 
 
 @pytest.fixture
@@ -81,18 +189,6 @@ def console_errors(page):
     writing a frame to a socket closing under it (tornado logs that with a traceback).
     """
     errors = []
-
-    def on_console(msg):
-        if msg.type == "error":
-            errors.append(f"{msg.text} at {msg.location.get('url', '?')}")
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    _collect_errors(page, errors)
     yield errors
-    try:
-        if page.get_by_text("▶ playing").count():
-            page.get_by_role("button", name=re.compile("Play")).click(timeout=2000)
-            page.wait_for_timeout(300)
-        page.goto("about:blank")
-    except Exception:  # the page may already be gone; closing it is all that is left
-        pass
+    _leave(page)

@@ -134,4 +134,8 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--first", type=int, default=10)
     args = parser.parse_args()
-    print(json.dumps(lifecycle(args.sessions, args.first)))
+    import scipy.linalg  # noqa: F401 (SciPy's own BLAS, for the limit to reach it)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # one BLAS thread, as a server of app/main.py runs
+        print(json.dumps(lifecycle(args.sessions, args.first)))

@@ -2,7 +2,7 @@
 
 The full classroom (30 client sessions + 2 pages, stage by stage) is run by hand:
 ``.venv/bin/python scripts/classroom.py``. Here: 10 Bokeh client sessions (acknowledging
-frames as the page does) and 1 Chromium page for 10 s against ``panel serve`` with
+frames as the page does) and 1 Chromium page for 6 s against ``panel serve`` with
 ``serving.classroom_flags()`` — 2 worker processes, idle sessions dropped after 15 s.
 """
 
@@ -27,7 +27,7 @@ def test_a_reduced_classroom_streams_to_every_session_and_idle_sessions_expire(
                 env={"PANEL_LOG_LEVEL": "info", "PYTHONUNBUFFERED": "1"}) as srv:
         # (Panel logs sessions created/destroyed to stdout: unbuffered, read while running)
         result = classroom.run(browser, srv.url, srv.proc.pid, stages=(10,), pages=1,
-                               seconds=10.0, warmup=3.0, slider_changes=0,
+                               seconds=6.0, warmup=3.0, slider_changes=0,
                                log=lambda *_: None)
         # every session was closed (run() closes them; the server sees the websockets
         # close, 11 of them) and the server then drops them within the unused-session
@@ -37,13 +37,13 @@ def test_a_reduced_classroom_streams_to_every_session_and_idle_sessions_expire(
 
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and count("WebSocket connection closed") < 11:
-            time.sleep(1)
+            time.sleep(0.25)
         closed = time.monotonic()
         # every session's document, the clients' (created by their websocket) and the
         # page's (by its request), is logged as "launching"
         created = count(r"Session \d+ launching")
         while time.monotonic() < closed + 40 and count(r"Session \d+ destroyed") < created:
-            time.sleep(1)
+            time.sleep(0.25)
         expiry = time.monotonic() - closed
         destroyed = len(re.findall(r"Session \d+ destroyed", srv.log()))
         errors = srv.errors()

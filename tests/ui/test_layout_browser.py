@@ -4,11 +4,13 @@ At 1920×1080, 1440×900, 1280×720 (a projector) and 1024×768: no plot is draw
 another (their bounding boxes do not overlap), nothing needs horizontal scrolling
 (``scrollWidth`` ≤ the window's width), and the controls stay usable (inside the
 window, beside the plots, and the sidebar can be hidden) — on the main tab and on the
-inertial lab.
+inertial lab; and every plot shown on the main tab draws its data on the screen (a plot
+squeezed to nothing counts as blank).
 """
 
 import pytest
 from helpers import open_group
+from pixels import assert_no_sideways_scroll, assert_plots_show_data
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -34,6 +36,13 @@ LEGENDS = """
                && v.parent.el.checkVisibility({visibilityProperty: true}))
   .map(v => ({title: String(v.parent.model.title.text), right: v.bbox.right,
               width: v.parent.bbox.width}))
+"""
+
+
+#: Rows of the time series (the largest source with a "kl" column).
+ROWS = """
+() => Math.max(...[...Bokeh.documents[0]._all_models.values()]
+  .filter(m => m.data instanceof Object && "kl" in m.data).map(s => s.data.t.length))
 """
 
 
@@ -69,11 +78,13 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     try:
-        page.goto(server)
+        page.goto(server, timeout=120000)  # (a loaded server builds the page for long)
         page.wait_for_selector(".bk-Canvas", timeout=60000)
-        page.wait_for_timeout(1500)
+        page.wait_for_function(f"() => ({ROWS})() > 3", timeout=60000)  # frames drawn
         # heatmaps (3), tokens, KL, energy, rate
         boxes = _check_page(page, width, at_least=7)
+        assert_plots_show_data(page, at_least=7)
+        assert_no_sideways_scroll(page)
         # not one long column beside the sidebar: at 1024 px the plots shared no row
         # (seven rows); the plots that shrink now pair up
         tops = sorted(b["y"] for b in boxes)

@@ -3,6 +3,7 @@ the pinned one grey on the KL plot, its legend naming β = 1 against this run's 
 
 import pytest
 from helpers import open_group
+from pixels import assert_plots_show_data
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -58,5 +59,6 @@ def test_pin_change_beta_and_see_both_curves(page, server, console_errors):
     # both curves drawn, and they differ: β = 4 is not the run pinned at β = 1
     n = min(len(state["run_kl"]), len(ghost["kl"]))
     assert n > 10 and state["run_kl"][1:n] != ghost["kl"][1:n]
+    assert_plots_show_data(page, only=[KL_LOG])  # drawn on the screen
     page.screenshot(path="/tmp/pinned_browser.png")
     assert console_errors == []

@@ -4,6 +4,7 @@ confinement notice is shown once ‖X‖ has doubled (t ≈ 12, issue #27), and 
 links to the protocol work."""
 
 import pytest
+from pixels import assert_plots_show_data
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -36,6 +37,8 @@ def test_quench_marked_on_the_plots(page, server, console_errors):
     for title in (ENERGY, "Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"):
         ((location, text),) = page.evaluate(MARKERS, title)
         assert text == "β 1 → 5" and location == pytest.approx(3.0, abs=0.05)
+    # the curves around the marker are on the screen
+    assert_plots_show_data(page, only=[ENERGY, "Attention lag"], at_least=2)
     # said once ‖X‖ has doubled (t ≈ 12), twelve time units before the run diverges
     page.get_by_text("the confinement that keeps H bounded below").first.wait_for(
         timeout=120000)

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from helpers import open_group
+from pixels import assert_plots_show_data
 from serving import COUNT_CHANGES
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -30,13 +31,15 @@ def test_labels_pause_and_tabs(page, server, console_errors):
     page.get_by_text("Logarithmic KL axis", exact=True).click()  # the label, not the box
     page.wait_for_function(f"() => ({SHOWN})({linear!r})", timeout=10000)
     page.get_by_text("Compare with the reduced model", exact=True).click()
-    page.wait_for_function(
-        f"() => ({SHOWN})('Distance to the reduced (softmax-slaved) model')", timeout=10000)
+    distance = "Distance to the reduced (softmax-slaved) model"
+    page.wait_for_function(f"() => ({SHOWN})({distance!r})", timeout=10000)
     # the main run waits while the lab is shown
     assert page.evaluate(COUNT_CHANGES, 1000) > 0
+    # both plots shown are drawn on the screen, with their curves (not only in the document)
+    assert_plots_show_data(page, only=[linear, distance], at_least=2)
     page.get_by_text("Inertial lab", exact=True).click()
     page.get_by_text("first-order T_max").first.wait_for(timeout=90000)
-    page.wait_for_timeout(500)
+    page.evaluate(COUNT_CHANGES, 500)  # (a frame in flight as the tab changed lands)
     assert page.evaluate(COUNT_CHANGES, 1500) == 0
     page.get_by_text("Nonequilibrium attention", exact=True).click()
     assert page.evaluate(COUNT_CHANGES, 1500) > 0
