@@ -217,7 +217,7 @@ class SweepTab(pn.viewable.Viewer):
             # every point on the cluster: a cancel stops a point there (its worker is
             # restarted), not one running in the server's process
             run.client = self.client if self.client is not None else shared_client()
-            run.where, run.probe = "cluster", False
+            run.where = "cluster"
             run.run()
             text = (f"cancelled after {run.done} of {run.total} points" if run.cancelled
                     else f"done: {run.total} points")
