@@ -78,7 +78,7 @@ def parse_range(text: str) -> tuple[str, tuple[float, float, bool]]:
     if not sep or not name or len(parts) not in (2, 3, 4):
         raise ValueError(f"an adaptive axis reads name=lo:hi[:log|lin], got {text!r}")
     scale = "lin"
-    if len(parts) == 4 or (len(parts) == 3 and parts[2] in ("log", "lin")):
+    if len(parts) == 4 or (len(parts) == 3 and not parts[2].isdigit()):
         scale = parts[2]
     if scale not in ("log", "lin"):
         raise ValueError(f"adaptive axis {text!r}: spacing must be log or lin, got {scale!r}")
