@@ -85,10 +85,15 @@ class SweepMaps:
 
     def _metric_map(self, data):
         label = self.metric_shown
-        what = "the nearest point" if "px" in data else "a cell"
+        if "px" in data:  # an adaptive map: its picture's cells are not runs (no lines)
+            return cell_map(data["x"], data["y"], data["z"], *self._axis_specs(),
+                            hv.Dimension(label, label=label),
+                            f"{label} (click: the nearest point to the live view)",
+                            ["hover", "tap"], colour_limits(data["z"]),
+                            runs=data).opts(line_alpha=0.0)
         return cell_map(data["x"], data["y"], data["z"], *self._axis_specs(),
                         hv.Dimension(label, label=label),
-                        f"{label} (click to load {what} into the live view)",
+                        f"{label} (click to load a cell into the live view)",
                         ["hover", "tap"], colour_limits(data["z"]), runs=data)
 
     def _second_map(self, data):
