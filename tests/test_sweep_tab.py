@@ -102,6 +102,22 @@ def test_an_adaptive_map_fills_as_points_arrive_and_a_click_loads_the_nearest(cl
     assert len(loaded) == 20
 
 
+def test_cancel_stops_an_adaptive_sweep_and_keeps_its_points(client):
+    tab, _, _ = small_tab(client, sampler="adaptive", points=40, t_end=2.0)
+
+    def cancel_after_first(event):  # "Cancel" pressed once the first points are in
+        if event.new:
+            tab.cancel_button.clicks += 1
+
+    tab.progress.param.watch(cancel_after_first, "value")
+    tab.start(wait=True)
+    assert tab.message.object.startswith("cancelled after") and tab.run.cancelled
+    ds = tab.dataset()
+    done = (ds["status"].values == "completed").sum()
+    assert 1 <= done < 40 and len(tab.pipe.data["px"]) == done
+    assert not tab.run_button.disabled and tab.cancel_button.disabled
+
+
 def test_the_map_exports_as_netcdf_and_csv(client):
     tab, _, _ = small_tab(client)
     assert tab.show_example()  # the shipped example exports too
