@@ -17,7 +17,11 @@ ridge, a boundary between regimes: the deviation does not shrink with the triang
 there), while the area term keeps every region sampled, so a flat region is never left
 as one huge triangle. On one setting ``adaptive``'s ``default_loss`` of ``Learner1D``:
 each interval's length in the plane of (setting, metric), both rescaled to [0, 1],
-largest where the metric changes fastest. ``"uniform"`` samples evenly (for comparison).
+largest where the metric changes fastest. ``"surface"``: ``adaptive``'s
+``minimize_triangle_surface_loss`` (each triangle's area in (settings, metric) space, the
+two-setting twin of the one-setting loss; on the sharp map of
+``tests/benchmarks/README.md`` it did worse than ``default``: RMS 0.50 against 0.30 at
+121 points); ``"uniform"`` samples evenly (for comparison).
 The learner works in each range's own coordinate: ``log10`` of the setting on a ``log``
 range, the setting itself on a ``lin`` one.
 
@@ -48,7 +52,7 @@ from .run import SweepRun
 from .schedule import cluster_pays, prospect
 
 #: The losses an adaptive sweep can use (the module's docstring says why ``default``).
-LOSSES = ("default", "uniform")
+LOSSES = ("default", "surface", "uniform")
 
 #: Points per round: the learner is asked for this many at a time, they run together
 #: (one task per few points on a cluster), then are told back.
@@ -220,10 +224,11 @@ class AdaptiveRun(SweepRun):
         bounds = [(self._to_learner(lo, log), self._to_learner(hi, log))
                   for lo, hi, log in self.ranges.values()]
         if len(bounds) == 1:
-            loss = {"default": learner1D.default_loss,
+            loss = {"default": learner1D.default_loss, "surface": learner1D.default_loss,
                     "uniform": learner1D.uniform_loss}[self.loss]
             return adaptive.Learner1D(None, bounds=bounds[0], loss_per_interval=loss)
-        loss = {"default": learner2D.default_loss, "uniform": learner2D.uniform_loss}[self.loss]
+        loss = {"default": learner2D.default_loss, "uniform": learner2D.uniform_loss,
+                "surface": learner2D.minimize_triangle_surface_loss}[self.loss]
         return adaptive.Learner2D(None, bounds=bounds, loss_per_triangle=loss)
 
     @staticmethod

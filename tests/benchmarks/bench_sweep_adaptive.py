@@ -14,9 +14,10 @@ a timed test; the figures are in tests/benchmarks/README.md).
 
 Every map is interpolated the same way: linearly on the Delaunay triangles of its points
 in the axes' log coordinates (as the Sweep tab draws an adaptive map). The adaptive map at
-N points is the first N points of one 256-point run (``round_size`` 8: the points an
-N-point run asks, its last round aside when N is no multiple of 8). The uniform grids are
-8 × 8, 11 × 11 and 16 × 16 (and 6 × 6): the uniform points needed for an error are
+N points is the first N points of one 256-point run (rounds of 8, the default, and of 4:
+the points an N-point run asks, its last round aside when N is no multiple of the round).
+The uniform grids are 8 × 8, 11 × 11 and 16 × 16 (and 6 × 6): the uniform points needed
+for an error are
 interpolated in log-log between them (extrapolated past 16 × 16 by the last two).
 
 Run: ``python tests/benchmarks/bench_sweep_adaptive.py`` (every sweep is cached in
@@ -50,6 +51,8 @@ MAPS = {
 REFERENCE = 32
 SIDES = (6, 8, 11, 16)
 BUDGETS = (64, 121, 256)
+#: Points per round of the adaptive runs (8: the default, ``ROUND_SIZE``).
+ROUND_SIZES = (8, 4)
 
 
 def grid(ranges, n):
@@ -112,22 +115,25 @@ def main():
         for n in SIDES:
             ds = sweep(base, grid(ranges, n), t_end, **common)
             uniform[n * n] = rms(*values(ds, metric, t_end), ref_points, ref_z, lo, hi)
-        t0 = time.perf_counter()
-        ds = adaptive_sweep(base, {k: (lo_, hi_, "log") for k, (lo_, hi_) in ranges.items()},
-                            max(BUDGETS), t_end, **common)
-        print(f"[{name}] adaptive {max(BUDGETS)}: {time.perf_counter() - t0:.0f} s",
-              file=sys.stderr)
-        points, z = values(ds, metric, t_end)
-        adaptive = {n: rms(points[:n], z[:n], ref_points, ref_z, lo, hi)
-                    for n in range(8, max(BUDGETS) + 1)}
+        adaptive = {}
+        for rounds in ROUND_SIZES:
+            t0 = time.perf_counter()
+            ds = adaptive_sweep(base, {k: (a, b, "log") for k, (a, b) in ranges.items()},
+                                max(BUDGETS), t_end, round_size=rounds, **common)
+            print(f"[{name}] adaptive {max(BUDGETS)}, rounds of {rounds}: "
+                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+            points, z = values(ds, metric, t_end)
+            adaptive[rounds] = {n: rms(points[:n], z[:n], ref_points, ref_z, lo, hi)
+                                for n in range(8, max(BUDGETS) + 1)}
         print(f"\n### {name}: {metric} (range of the reference {span:.4g})\n")
-        print("| points | uniform RMS | adaptive RMS | adaptive points for the uniform "
-              "grid's error | uniform points for the adaptive error |")
-        print("|---|---|---|---|---|")
+        print("| points | uniform RMS | " + " | ".join(
+            f"adaptive RMS (rounds of {r}), its points for the uniform error, uniform points "
+            f"for its error" for r in ROUND_SIZES) + " |")
+        print("|---|---|" + "---|" * len(ROUND_SIZES))
         for n in BUDGETS:
-            needed = adaptive_needed(adaptive, uniform[n])
-            print(f"| {n} | {uniform[n]:.4g} | {adaptive[n]:.4g} | {needed} | "
-                  f"≈ {uniform_needed(uniform, adaptive[n]):.0f} |")
+            cells = [f"{adaptive[r][n]:.4g}, {adaptive_needed(adaptive[r], uniform[n])}, "
+                     f"≈ {uniform_needed(uniform, adaptive[r][n]):.0f}" for r in ROUND_SIZES]
+            print(f"| {n} | {uniform[n]:.4g} | " + " | ".join(cells) + " |")
         print("\nuniform grids: " + ", ".join(f"{n}: {e:.4g}" for n, e in uniform.items()))
 
 
