@@ -77,7 +77,7 @@ def _add_setting_flags(parser) -> None:
 
 
 def _add_sweep_parser(sub) -> None:
-    from .sweeps import METRICS, WHERE, cache_dir
+    from .sweeps import METRICS, ROUND_SIZE, WHERE, cache_dir
 
     sweep = sub.add_parser(
         "sweep", help="run a grid of settings (here or on dask.distributed) and write a "
@@ -91,7 +91,15 @@ def _add_sweep_parser(sub) -> None:
     _add_setting_flags(sweep)
     sweep.add_argument("--grid", action="append", required=True, metavar="NAME=SPEC",
                        help="a swept setting: name=lo:hi:log:n, name=lo:hi:lin:n or "
-                            "name=v1,v2,… (repeat for more dimensions)")
+                            "name=v1,v2,… (repeat for more dimensions); with --adaptive a "
+                            "range name=lo:hi[:log|lin] (a count is ignored), one or two")
+    sweep.add_argument("--adaptive", type=int, default=None, metavar="POINTS",
+                       help="an adaptive sweep of POINTS points, placed by python-adaptive's "
+                            "learner where the first metric changes fastest (a NetCDF file "
+                            "along one dimension 'point')")
+    sweep.add_argument("--round-size", type=int, default=ROUND_SIZE,
+                       help="with --adaptive: points asked of the learner at a time (default "
+                            f"{ROUND_SIZE}; part of what fixes the points chosen)")
     sweep.add_argument("--t-end", type=float, default=10.0, help="final time (default 10)")
     sweep.add_argument("--every", type=int, default=1, help="record every n-th step (default 1)")
     sweep.add_argument("--metric", action="append", choices=list(METRICS), dest="metrics",
@@ -146,7 +154,15 @@ def _scheduler_client(parser, address: str):
 
 
 def _sweep_main(parser, args) -> int:
-    from .sweeps import SweepRun, cache_path, dask_kept_out, netcdf_bytes, parse_axis
+    from .sweeps import (
+        AdaptiveRun,
+        SweepRun,
+        cache_path,
+        dask_kept_out,
+        netcdf_bytes,
+        parse_axis,
+        parse_range,
+    )
 
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
@@ -156,13 +172,18 @@ def _sweep_main(parser, args) -> int:
                      f"{args.scheduler!r} or choose --where cluster or auto")
     given = {k: v for k, v in vars(args).items() if k in Settings.names() and v is not None}
     try:
-        grid = dict(parse_axis(text) for text in args.grid)
+        grid = dict((parse_range if args.adaptive is not None else parse_axis)(text)
+                    for text in args.grid)
         if len(grid) != len(args.grid):
             raise ValueError("--grid: a setting is swept twice")
-        run = SweepRun(Settings(**given), grid, args.t_end, args.metrics, every=args.every,
-                       batch_size=args.batch_size, workers=args.workers,
-                       cache=not args.no_cache, where=args.where,
-                       on_batch=None if args.quiet else _progress_bar)
+        options = {"every": args.every, "batch_size": args.batch_size,
+                   "workers": args.workers, "cache": not args.no_cache, "where": args.where,
+                   "on_batch": None if args.quiet else _progress_bar}
+        if args.adaptive is not None:
+            run = AdaptiveRun(Settings(**given), grid, args.adaptive, args.t_end,
+                              args.metrics, round_size=args.round_size, **options)
+        else:
+            run = SweepRun(Settings(**given), grid, args.t_end, args.metrics, **options)
     except ValueError as err:
         parser.error(str(err))
     client = None
@@ -195,7 +216,8 @@ def _sweep_main(parser, args) -> int:
         counts[str(status)] = counts.get(str(status), 0) + 1
     print(json.dumps({"out": args.out, "points": run.total, "status": counts,
                       "cached": run.cached, "ran_on": run.ran_on,
-                      "local_points": run.local_points}))
+                      "local_points": run.local_points,
+                      "cluster_points": run.cluster_points}))
     return 0
 
 

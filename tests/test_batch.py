@@ -183,3 +183,24 @@ def test_batch_bound_check_sees_a_wrong_bound(fault, monkeypatch):
     errors = _bound_errors()
     print(f"{fault}:", ", ".join(f"{e:.1e}" for e in errors))
     assert max(errors) > 10 * BOUND_RTOL
+
+
+@pytest.mark.parametrize("N, d", [(8, 4), (40, 6)])
+def test_the_energy_residual_on_the_stacks_equals_each_run_alone(N, d):
+    """``hamiltonian`` and ``energy_residual`` asked alone come from the batch's stacks
+    (:mod:`dynamics.batch_diagnostics`, the sweeps' ``energy_residual_max``): bit-identical
+    to each run's own, on varied runs (mass, confinement, momenta), one of which diverges
+    part-way."""
+    runs = _varied(6, N=N, d=d)
+    start = simulate(Settings(seed=0, n_tokens=N, dim=d), 0.01).features[0]
+    runs[2] = Settings(model="canonical", n_tokens=N, dim=d, dt=0.01, seed=0, gamma=0.5,
+                       init_momentum="random", confinement=0.0,
+                       norm_limit=1.2 * float(np.linalg.norm(start)))
+    for asked in [("energy_residual",), ("hamiltonian", "kl", "energy_residual")]:
+        batched = simulate_batch(runs, 1.0, 3, diagnostics=asked)
+        assert batched[2].status == "diverged"
+        for s, run in zip(runs, batched, strict=True):
+            _assert_same(run, simulate(s, 1.0, 3, diagnostics=asked))
+            assert list(run.diagnostics) == ["t", *[n for n in ("hamiltonian", "kl",
+                                                                  "energy_residual")
+                                                    if n in asked]]

@@ -1,17 +1,19 @@
 """The Sweep tab (``app.sweeps.sweep_tab``): driven through its parameters with an in-process
 dask cluster; the map's cells are the sweep's values, a click loads the cell's point."""
 
+import io
 import math
 
 import numpy as np
 import pytest
+import xarray as xr
 from distributed import Client, LocalCluster
 
 from app.dashboard import TABS, Dashboard
 from app.sweeps.grid import axis_values, cell_edges, sweepable
 from app.sweeps.sweep_tab import SweepTab
 from dynamics import Settings, sweep
-from dynamics.sweeps import QUIET_CLUSTER, two_source_lag_amplitude
+from dynamics.sweeps import QUIET_CLUSTER, adaptive_sweep, two_source_lag_amplitude
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,94 @@ def test_cells_fill_with_the_sweeps_values_and_a_click_loads_the_point(client):
                        "gamma": pytest.approx(0.2)}]
     tab.load_cell(x=100.0, y=1.0)  # outside the map: nothing
     assert len(loaded) == 1
+
+
+def test_a_grid_cell_s_tooltip_names_the_point_a_click_loads(client):
+    """The hover of a cell shows the grid point's settings and value (``x_run``,
+    ``y_run``, ``z_run``), not the cursor's: the point a click anywhere in it loads."""
+    tab, _, loaded = small_tab(client)
+    tab.start(wait=True)
+    data = tab.pipe.data
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        j, i = rng.integers(0, 3, size=2)
+        x = np.exp(rng.uniform(np.log(data["x"][i]), np.log(data["x"][i + 1])))
+        y = np.exp(rng.uniform(np.log(data["y"][j]), np.log(data["y"][j + 1])))
+        tab.load_cell(x=x, y=y)
+        assert (loaded[-1]["beta"], loaded[-1]["gamma"]) == (data["x_run"][j, i],
+                                                             data["y_run"][j, i])
+        assert data["z_run"][j, i] == data["z"][j, i]
+
+
+def test_an_adaptive_map_fills_as_points_arrive_and_a_click_loads_the_nearest(client):
+    tab, settings, loaded = small_tab(client, sampler="adaptive", points=10)
+    arrived = []
+    tab.progress.param.watch(lambda e: arrived.append(len(tab.pipe.data["px"])), "value")
+    assert tab.start(wait=True)
+    assert tab.progress.value == tab.progress.max == 10
+    assert arrived[-1] == 10 and 0 < arrived[-2] < 10, arrived  # drawn round by round
+    ranges = {"beta": (0.5, 2.0, "log"), "gamma": (0.2, 5.0, "log")}
+    expected = adaptive_sweep(Settings(**tab.run.base), ranges, 10, 0.5, ["lag_amplitude"],
+                              where="local")
+    xr.testing.assert_identical(tab.dataset(), expected)
+    data = tab.pipe.data
+    assert np.array_equal(np.sort(data["px"]), np.sort(expected["beta"].values))
+    assert np.isfinite(data["z"]).all()  # the corners came first: the hull is the map
+    lo, hi = np.nanmin(expected["lag_amplitude"]), np.nanmax(expected["lag_amplitude"])
+    assert lo - 1e-12 <= np.nanmin(data["z"]) and np.nanmax(data["z"]) <= hi + 1e-12
+    rng = np.random.default_rng(2)
+    for x, y in zip(np.exp(rng.uniform(np.log(0.5), np.log(2.0), 20)),
+                    np.exp(rng.uniform(np.log(0.2), np.log(5.0), 20)), strict=True):
+        tab.load_cell(x=x, y=y)
+        i = np.searchsorted(data["x"], x) - 1
+        j = np.searchsorted(data["y"], y) - 1
+        # the run loaded is the one the cell's tooltip names, the sample nearest the cell
+        assert (loaded[-1]["beta"], loaded[-1]["gamma"]) == (data["x_run"][j, i],
+                                                             data["y_run"][j, i])
+        u = np.log(np.array([data["px"], data["py"]]).T)
+        centre = np.log([np.sqrt(data["x"][i] * data["x"][i + 1]),
+                         np.sqrt(data["y"][j] * data["y"][j + 1])])
+        span = np.log([2.0 / 0.5, 5.0 / 0.2])
+        k = np.argmin((((u - centre) / span) ** 2).sum(axis=1))
+        assert (data["px"][k], data["py"][k]) == (loaded[-1]["beta"], loaded[-1]["gamma"])
+    assert len(loaded) == 20
+
+
+def test_cancel_stops_an_adaptive_sweep_and_keeps_its_points(client):
+    tab, _, _ = small_tab(client, sampler="adaptive", points=40, t_end=2.0)
+
+    def cancel_after_first(event):  # "Cancel" pressed once the first points are in
+        if event.new:
+            tab.cancel_button.clicks += 1
+
+    tab.progress.param.watch(cancel_after_first, "value")
+    tab.start(wait=True)
+    assert tab.message.object.startswith("cancelled after") and tab.run.cancelled
+    ds = tab.dataset()
+    done = (ds["status"].values == "completed").sum()
+    assert 1 <= done < 40 and len(tab.pipe.data["px"]) == done
+    assert not tab.run_button.disabled and tab.cancel_button.disabled
+
+
+def test_the_map_exports_as_netcdf_and_csv(client):
+    tab, _, _ = small_tab(client)
+    assert tab.show_example()  # the shipped example exports too
+    nc, csv = (button.callback() for button in tab.downloads)
+    with xr.open_dataset(io.BytesIO(nc.getvalue()), engine="scipy") as ds:
+        assert ds["lag_amplitude"].shape == (8, 8) and ds.attrs["setting_path"] == \
+            "oscillation"
+        assert np.array_equal(ds["lag_amplitude"].values.T, tab.values["lag_amplitude"],
+                              equal_nan=True)
+    header, *rows = csv.getvalue().decode().splitlines()
+    assert header.split(",")[:3] == ["beta", "gamma", "lag_amplitude"] and len(rows) == 64
+    tab.param.update(sampler="adaptive", points=6, cells=3, x_start=0.5, x_end=2.0,
+                     y_start=0.2, y_end=5.0, t_end=0.5)
+    tab.start(wait=True)
+    nc, csv = (button.callback() for button in tab.downloads)
+    with xr.open_dataset(io.BytesIO(nc.getvalue()), engine="scipy") as ds:
+        xr.testing.assert_identical(ds.load(), tab.dataset())
+    header, *rows = csv.getvalue().decode().splitlines()
+    assert header.split(",")[:3] == ["point", "beta", "gamma"] and len(rows) == 6
 
 
 def test_theory_contours_of_the_two_source_lag(client):
@@ -137,7 +227,11 @@ def test_the_tab_renders_to_bokeh_after_a_run(client):
     tab.__panel__().get_root()  # before any result: a blank map
     tab.start(wait=True)
     root = tab.__panel__().get_root()
-    assert list(root.select({"type": HoverTool})) and list(root.select({"type": TapTool}))
+    hovers = list(root.select({"type": HoverTool}))
+    assert hovers and list(root.select({"type": TapTool}))
+    # the tooltip names the run a click loads, not the cursor's position
+    assert any([v for _, v in h.tooltips] == ["@{x_run}", "@{y_run}", "@{z_run}"]
+               and h.tooltips[0][0].endswith("(run)") for h in hovers)
     assert list(root.select({"type": MultiLine}))  # the theory contours
     z = tab.pipe.data["z"]
     limits = [(m.low, m.high) for m in root.select({"type": LinearColorMapper})]

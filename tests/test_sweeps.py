@@ -201,7 +201,7 @@ def test_sweep_equals_plain_simulate_bit_for_bit(client, where):
     run = SweepRun(BASE, GRID, t_end=T_END, client=client, where=where)
     ds = run.run()
     assert run.ran_on == where
-    assert run.local_points == (6 if where == "local" else 1)  # the probe only
+    assert (run.local_points, run.cluster_points) == ((6, 0) if where == "local" else (0, 6))
     assert list(ds.sizes.items()) == [("beta", 3), ("gamma", 2)]
     assert set(PART_ONE) <= set(ds.data_vars)
     assert ds.attrs["setting_path"] == "oscillation" and ds.attrs["t_end"] == T_END
@@ -238,10 +238,10 @@ def test_result_does_not_depend_on_where_workers_or_batching(client):
                                           where="cluster"), reference)
     for where in ("local", "auto"):
         xr.testing.assert_identical(sweep(BASE, GRID, t_end=T_END, where=where), reference)
-    # an embedded cluster, started in a thread while the points run here, then closed
+    # an embedded cluster, started, waited for (every point on it, however few), closed
     run = SweepRun(BASE, GRID, t_end=T_END, where="cluster", workers=2, processes=False)
     xr.testing.assert_identical(run.run(), reference)
-    assert run.ran_on in ("cluster", "local") and run.local_points >= 1
+    assert (run.ran_on, run.local_points, run.cluster_points) == ("cluster", 0, 6)
     assert not [t for t in threading.enumerate() if t.name == "sweep-cluster-start"]
 
 
@@ -307,7 +307,7 @@ def test_cancel_keeps_finished_points_and_marks_the_rest(client):
     grid = {"beta": list(np.geomspace(0.5, 4, 8)), "gamma": [0.5, 2.0]}
     seen = []
 
-    def cancel_after_first(results, done, total):  # the probe, then a task of the cluster
+    def cancel_after_first(results, done, total):  # after two tasks of the cluster
         seen.append(done)
         if len(seen) == 2:
             run.cancel()
@@ -396,7 +396,8 @@ def test_auto_goes_to_a_cluster_only_when_the_schedule_model_says_it_pays(client
     monkeypatch.setattr(schedule, "MIN_TASK_S", 0.0)  # (these points are short)
     there = SweepRun(BASE, GRID, T_END, client=factory, workers=2)
     xr.testing.assert_identical(there.run(), reference)
-    assert there.ran_on == "cluster" and calls == [1] and 1 <= there.local_points < 6
+    assert there.ran_on == "local+cluster" and calls == [1] and 1 <= there.local_points < 6
+    assert there.local_points + there.cluster_points == 6
     assert client.status == "running"  # a client not started by the sweep stays open
     monkeypatch.setattr(schedule, "CLIENT_STARTUP_S", 1e9)
     given = SweepRun(BASE, GRID, T_END, client=client)
@@ -516,7 +517,8 @@ def test_cli_sweep_writes_netcdf_and_reuses_its_cache(client, tmp_path, monkeypa
     assert "\rsweep [" in first.err and "] 6/6 points\n" in first.err  # the progress bar
     assert json.loads(first.out) == {"out": str(out), "points": 6,
                                      "status": {"completed": 6}, "cached": False,
-                                     "ran_on": "cluster", "local_points": 1}
+                                     "ran_on": "cluster", "local_points": 0,
+                                     "cluster_points": 6}
     with xr.open_dataset(out, engine="scipy") as ds:
         ds = ds.load()
     assert set(ds.data_vars) == {"kl_mean", "kl_final", "status", "message"}

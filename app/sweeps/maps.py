@@ -16,6 +16,7 @@ from dynamics import Settings
 from dynamics.sweeps import two_source_lag_amplitude
 
 from .grid import cell_edges
+from .samples import grid_runs
 
 #: Settings of the two-source lag formula (the oscillation path's).
 LAG_SETTINGS = ("beta", "gamma", "omega", "amplitude")
@@ -52,7 +53,7 @@ def map_data(x_axis, y_axis, z=None, second=None) -> dict:
     if z is None:
         z = np.full((len(ys), len(xs)), np.nan)
     return {"x": cell_edges(xs, x_log), "y": cell_edges(ys, y_log), "z": z.copy(),
-            "second": None if second is None else second.copy()}
+            "second": None if second is None else second.copy(), **grid_runs(xs, ys, z)}
 
 
 def blank_data(x_axis, y_axis) -> dict:
@@ -61,19 +62,45 @@ def blank_data(x_axis, y_axis) -> dict:
     x = cell_edges(xs, x_log) if xs else np.array([1.0, 2.0])
     y = cell_edges(ys, y_log) if ys else np.array([1.0, 2.0])
     blank = np.full((len(y) - 1, len(x) - 1), np.nan)
-    return {"x": x, "y": y, "z": blank, "second": blank}
+    return {"x": x, "y": y, "z": blank, "second": blank, "x_run": blank, "y_run": blank,
+            "z_run": blank}
 
 
-def cell_map(x, y, z, x_axis, y_axis, vdim, title: str, tools: list[str], clim):
+def cell_map(x, y, z, x_axis, y_axis, vdim, title: str, tools: list[str], clim,
+             runs: dict | None = None):
     """The cells of a metric: ``z`` (rows along ``y``) over the edges ``x``, ``y``, NaN
-    cells grey, in the colour range ``clim``, with ``tools`` (hover, tap)."""
+    cells grey, in the colour range ``clim``, with ``tools`` (hover, tap).
+
+    ``runs`` (``x_run``, ``y_run``, ``z_run`` per cell: :mod:`app.sweeps.samples`): the
+    tooltip names the run a click on the cell loads (its two settings and its value),
+    not the cursor's position."""
     z, blank = shown_values(z)
-    mesh = hv.QuadMesh((x, y, z), kdims=[dimension(x_axis[0]), dimension(y_axis[0])],
-                       vdims=[vdim])
+    kdims = [dimension(x_axis[0]), dimension(y_axis[0])]
+    name = vdim.name if isinstance(vdim, hv.Dimension) else vdim
+    if runs is None:
+        mesh = hv.QuadMesh((x, y, z), kdims=kdims, vdims=[vdim])
+        hover = {}
+    else:
+        columns = [shown_values(runs[k])[0] for k in ("x_run", "y_run", "z_run")]
+        mesh = hv.QuadMesh((x, y, z, *columns), kdims=kdims,
+                           vdims=[vdim, "x_run", "y_run", "z_run"])
+        hover = {"hover_tooltips": [(f"{kdims[0].label} (run)", "@{x_run}"),
+                                    (f"{kdims[1].label} (run)", "@{y_run}"),
+                                    (f"{name} (run)", "@{z_run}")]}
     return mesh.opts(framewise=True, fill_alpha=0.0 if blank else 1.0, tools=tools,
                      colorbar=True, cmap="viridis", logx=x_axis[2], logy=y_axis[2],
                      width=520, height=440, title=title,
-                     clipping_colors={"NaN": "#dddddd"}, clim=clim)
+                     clipping_colors={"NaN": "#dddddd"}, clim=clim, **hover)
+
+
+def sample_points(data, x_axis, y_axis):
+    """The sampled points of an adaptive map (``px``, ``py`` of its data), drawn as
+    small white dots over it (none on a grid map)."""
+    kdims = [dimension(x_axis[0]), dimension(y_axis[0])]
+    px, py = data.get("px"), data.get("py")
+    points = hv.Points((px, py) if px is not None else ([], []), kdims=kdims)
+    return points.opts(color="white", line_color="black", size=5, tools=[],
+                       show_legend=False)
 
 
 def lag_theory(base: dict, x_axis, y_axis) -> dict | None:

@@ -1,12 +1,17 @@
 """The Sweep tab: a phase diagram of one metric over two settings (``dynamics.sweep``).
 
-A view only. "Run" starts a :class:`dynamics.SweepRun` of the current settings (the live
+A view only. "Run" starts a :class:`dynamics.SweepRun` (grid) or an
+:class:`~dynamics.sweeps.AdaptiveRun` ("adaptive": the points placed round after round
+where the metric changes fastest, drawn as they arrive on a map interpolated between them,
+the points shown) of the current settings (the live
 view's, with the model chosen here) over two settings and their ranges on
 ``dask.distributed`` (one embedded ``LocalCluster`` per server process, shared by the
 sessions and kept for the next sweep), in a thread of its own; each finished batch fills
 its cells of the map (a HoloViews ``QuadMesh`` fed by a ``Pipe``), the progress bar
-advances, and "Cancel" stops the sweep. Hovering a cell shows the settings and the value;
-clicking it loads that point into the live view (``on_point``).
+advances, and "Cancel" stops the sweep. Hovering a cell names the run a click on it
+loads into the live view (``on_point``): the grid point of the cell, or on an adaptive
+map the sampled point nearest the cell. "Download NetCDF" and "Download CSV" export the
+map shown (:mod:`app.sweeps.export`).
 
 The tab never opens empty: it shows a shipped example (:mod:`app.sweeps.example`, the lag
 amplitude of the attention-only model on the oscillation path over β × γ with the
@@ -28,20 +33,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import holoviews as hv
 import numpy as np
 import panel as pn
 import param
 
 from dynamics import PATHS, Settings, SweepRun, models
-from dynamics.sweeps import METRICS
+from dynamics.sweeps import METRICS, AdaptiveRun
 
 from .cluster import cancel_sweep, shared_client
 from .example import EXAMPLE_CHOICES, EXAMPLE_TEXT, example_grid, read_example, write_example
+from .export import download_buttons
 from .grid import (
     PATH_MODEL,
     axis_values,
-    cell_at,
     cell_edges,
     default_range,
     kept_choices,
@@ -49,18 +53,10 @@ from .grid import (
     reads_path,
     sweepable,
 )
-from .maps import (
-    blank_data,
-    cell_map,
-    colour_limits,
-    lag_theory,
-    map_data,
-    shown_values,
-    theory_contours,
-)
+from .tab_maps import SweepMaps
 
 
-class SweepTab(pn.viewable.Viewer):
+class SweepTab(SweepMaps, pn.viewable.Viewer):
     """Pick a model (and path), two settings and their ranges, a metric; run; watch the
     map fill."""
 
@@ -78,7 +74,11 @@ class SweepTab(pn.viewable.Viewer):
     y_start = param.Number(default=0.1, doc="First value of the vertical setting.")
     y_end = param.Number(default=10.0, doc="Last value of the vertical setting.")
     y_log = param.Boolean(default=True, doc="Logarithmic spacing along the vertical axis.")
-    cells = param.Integer(default=8, bounds=(1, 64), doc="Values per axis.")
+    sampler = param.Selector(default="grid", objects=["grid", "adaptive"],
+                             doc="grid: cells × cells points; adaptive: the points placed "
+                                 "one round after the other where the metric changes fastest")
+    cells = param.Integer(default=8, bounds=(1, 64), doc="Values per axis (grid).")
+    points = param.Integer(default=64, bounds=(4, 1024), doc="Points in all (adaptive).")
     metric = param.Selector(default="kl_mean", objects=list(METRICS),
                             doc="The metric of each run shown as colour.")
     t_end = param.Number(default=5.0, bounds=(1e-3, 1e4), doc="Final time of every run.")
@@ -95,6 +95,8 @@ class SweepTab(pn.viewable.Viewer):
         self._thread: threading.Thread | None = None
         self._doc = None
         self.values: dict[str, np.ndarray] = {}
+        self.sampled: dict[int, dict] = {}  # an adaptive sweep's results so far, by point
+        self.example: dict | None = None  # the shipped example, while it is shown
         self.axes: tuple[list, list] = ([], [])
         self.map_pane = pn.pane.HoloViews(None)
         self.second_pane = pn.pane.HoloViews(None, visible=False)
@@ -103,6 +105,7 @@ class SweepTab(pn.viewable.Viewer):
         self.message = pn.pane.Markdown("", sizing_mode="stretch_width")
         self.run_button = pn.widgets.Button(label="Run", color="primary")
         self.cancel_button = pn.widgets.Button(label="Cancel", disabled=True)
+        self.downloads = download_buttons(self.dataset)
         self.run_button.on_click(lambda event: self.start())
         self.cancel_button.on_click(lambda event: self.cancel())
         self._layout = None
@@ -123,6 +126,7 @@ class SweepTab(pn.viewable.Viewer):
                           dtype=float)
         self.values = {ex["choices"]["metric"]: values}
         self.status = np.array(ex["status"], dtype=object)
+        self.run, self.example = None, ex
         self._new_plots()
         self.second_pane.visible = False
         self.progress.visible = False  # (until a sweep of one's own runs)
@@ -165,8 +169,14 @@ class SweepTab(pn.viewable.Viewer):
             base["path"] = self.path
         try:
             grid = self.grid()
-            run = SweepRun(Settings(**base), grid, self.t_end, self.metrics(),
-                           client=None, on_batch=self._on_batch)
+            if self.sampler == "adaptive":
+                ranges = {self.x: (self.x_start, self.x_end, "log" if self.x_log else "lin"),
+                          self.y: (self.y_start, self.y_end, "log" if self.y_log else "lin")}
+                run = AdaptiveRun(Settings(**base), ranges, self.points, self.t_end,
+                                  self.metrics(), on_batch=self._on_batch)
+            else:
+                run = SweepRun(Settings(**base), grid, self.t_end, self.metrics(),
+                               client=None, on_batch=self._on_batch)
         except ValueError as err:
             self.message.object = f"**Not run:** {err}"
             return False
@@ -175,6 +185,7 @@ class SweepTab(pn.viewable.Viewer):
         shape = (len(self.axes[1]), len(self.axes[0]))
         self.values = {m: np.full(shape, np.nan) for m in run.metrics}
         self.status = np.full(shape, "", dtype=object)
+        self.sampled = {}
         self.progress.max, self.progress.value, self.progress.visible = run.total, 0, True
         self.message.object = f"running {run.total} points…"
         self.run_button.disabled, self.cancel_button.disabled = True, False
@@ -217,7 +228,7 @@ class SweepTab(pn.viewable.Viewer):
             # every point on the cluster: a cancel stops a point there (its worker is
             # restarted), not one running in the server's process
             run.client = self.client if self.client is not None else shared_client()
-            run.where, run.probe = "cluster", False
+            run.where = "cluster"
             run.run()
             text = (f"cancelled after {run.done} of {run.total} points" if run.cancelled
                     else f"done: {run.total} points")
@@ -234,6 +245,10 @@ class SweepTab(pn.viewable.Viewer):
 
     def _on_batch(self, results, done, total) -> None:
         """From the sweep's thread: store the batch, then redraw on the page's thread."""
+        if self.adaptive:
+            self.sampled.update((k, res) for (k,), res in results)
+            self._schedule(lambda: self._advance(done))
+            return
         for (i, j), res in results:
             for m in self.values:
                 self.values[m][j, i] = res[m]
@@ -241,8 +256,8 @@ class SweepTab(pn.viewable.Viewer):
         self._schedule(lambda: self._advance(done))
 
     def _advance(self, done: int) -> None:
+        self._push()  # (the progress says what the map shows)
         self.progress.value = done
-        self._push()
 
     def _schedule(self, fn: Callable) -> None:
         """Run ``fn`` on the session's next tick, under its document lock and with it as
@@ -255,97 +270,21 @@ class SweepTab(pn.viewable.Viewer):
         else:
             fn()
 
-    # -- the plots ------------------------------------------------------------------
-    def _new_plots(self) -> None:
-        """Fresh streams and maps for the axes of a new sweep (the settings on the axes,
-        their spacing and the metric are fixed for the life of a map)."""
-        self.pipe = hv.streams.Pipe(data=blank_data(*self._axis_specs()))
-        self.theory_pipe = hv.streams.Pipe(data=None)
-        self.map = hv.DynamicMap(self._metric_map, streams=[self.pipe])
-        self.tap = hv.streams.Tap(source=self.map, x=None, y=None)
-        self.tap.add_subscriber(self.load_cell)
-        self.theory = hv.DynamicMap(self._theory_overlay, streams=[self.theory_pipe])
-        self.second = hv.DynamicMap(self._second_map, streams=[self.pipe])
-        self.map_pane.object = self.map * self.theory
-        self.second_pane.object = self.second
-
-    def _axis_specs(self) -> tuple[tuple, tuple]:
-        """The axes as :mod:`app.sweeps.maps` takes them: ``(name, values, log)``."""
-        return (self.x, self.axes[0], self.x_log), (self.y, self.axes[1], self.y_log)
-
-    def _push(self) -> None:
-        self.pipe.send(map_data(*self._axis_specs(), self.values.get(self.metric_shown),
-                                self.values.get("first_order_blowup_time")))
-        self.theory_pipe.send(self._theory_data())
-
-    @property
-    def metric_shown(self) -> str:
-        if self.run is not None:
-            return self.run.metrics[0]
-        return next(iter(self.values), self.metric)
-
-    def _metric_map(self, data):
-        label = self.metric_shown
-        return cell_map(data["x"], data["y"], data["z"], *self._axis_specs(),
-                        hv.Dimension(label, label=label),
-                        f"{label} (click a cell to load it into the live view)",
-                        ["hover", "tap"], colour_limits(data["z"]))
-
-    def _second_map(self, data):
-        x, y = data["x"], data["y"]
-        z = data.get("second")
-        if z is None:
-            z = np.full((len(y) - 1, len(x) - 1), np.nan)
-        # (the colour range of the values drawn: −0.5 … 0.5 while blank)
-        return cell_map(x, y, z, *self._axis_specs(), "first_order_blowup_time",
-                        "first-order T_max = min 1/(2 a v s0) (theory)", ["hover"],
-                        colour_limits(shown_values(z)[0]))
-
-    def _theory_data(self):
-        """The two-source lag amplitude on a fine grid of the axes, or None."""
-        if not (self.base is not None and self.metric_shown == "lag_amplitude"
-                and reads_path(self.model)):
-            return None
-        return lag_theory(self.base, *self._axis_specs())
-
-    def _theory_overlay(self, data):
-        return theory_contours(data, *self._axis_specs())
-
-    def load_cell(self, x: float | None = None, y: float | None = None) -> None:
-        """A click at ``(x, y)`` on the map (the ``Tap`` stream's subscriber; None before
-        any click): load the nearest grid point into the live view (``on_point``)."""
-        if x is None or y is None or self.base is None or self.on_point is None:
-            return
-        point = self.point_at(x, y)
-        if point is not None:
-            self.on_point(point)
-
-    def point_at(self, x: float, y: float) -> dict | None:
-        """The settings of the grid cell holding ``(x, y)`` (model and the two axes)."""
-        xs, ys = self.axes
-        if not xs:
-            return None
-        i, j = cell_at(xs, self.x_log, x), cell_at(ys, self.y_log, y)
-        if i is None or j is None:
-            return None
-        point = {"model": self.model, self.x: xs[i], self.y: ys[j]}
-        if reads_path(self.model):
-            point["path"] = self.base["path"]
-        return point
-
     # -- layout ---------------------------------------------------------------------
     def __panel__(self):
         if self._layout is None:
             controls = pn.Param(
                 self.param, parameters=["model", "path", "x", "x_start", "x_end", "x_log", "y",
-                                        "y_start", "y_end", "y_log", "cells", "metric",
-                                        "t_end"],
-                widgets={"cells": pn.widgets.IntInput, "t_end": pn.widgets.FloatInput},
+                                        "y_start", "y_end", "y_log", "sampler", "cells",
+                                        "points", "metric", "t_end"],
+                widgets={"cells": pn.widgets.IntInput, "points": pn.widgets.IntInput,
+                         "t_end": pn.widgets.FloatInput,
+                         "sampler": pn.widgets.RadioButtonGroup},
                 show_name=False, width=250)
             plots = pn.Row(self.map_pane, self.second_pane)
             self._layout = pn.Row(
-                pn.Column(controls, pn.Row(self.run_button, self.cancel_button), width=300,
-                          margin=(0, 20, 0, 0)),
+                pn.Column(controls, pn.Row(self.run_button, self.cancel_button),
+                          pn.Row(*self.downloads), width=300, margin=(0, 20, 0, 0)),
                 pn.Column(self.progress, self.message, plots, sizing_mode="stretch_width"),
                 sizing_mode="stretch_width")
         return self._layout

@@ -26,14 +26,19 @@ points), :mod:`~dynamics.sweeps.metrics` (what is kept of a run),
 :mod:`~dynamics.sweeps.schedule` (task sizes and the schedule model, with its constants),
 :mod:`~dynamics.sweeps.cluster` (starting a cluster, tasks on it),
 :mod:`~dynamics.sweeps.cache` and :mod:`~dynamics.sweeps.dataset` (the result and its
-file), :mod:`~dynamics.sweeps.run` (:class:`SweepRun`, :func:`sweep`).
+file), :mod:`~dynamics.sweeps.run` (:class:`SweepRun`), :mod:`~dynamics.sweeps.adaptive`
+(:class:`AdaptiveRun`: the points chosen by ``adaptive``'s learners where the metric
+changes fastest), :mod:`~dynamics.sweeps.front` (:func:`sweep`, :func:`adaptive_sweep`).
 
-xarray is imported when a sweep runs, Dask only when it goes to a cluster, so
+xarray is imported when a sweep runs, Dask only when it goes to a cluster, ``adaptive``
+only when an adaptive sweep runs, so
 ``import dynamics`` stays fast and a small sweep starts at once.
 """
 
+from .adaptive import LOSSES, ROUND_SIZE, AdaptiveRun, check_ranges, learning_value, parse_range
 from .cache import CACHE_ENV, cache_dir, cache_path, dask_kept_out, netcdf_bytes, sweep_key
 from .cluster import QUIET_CLUSTER, running_client
+from .front import adaptive_sweep, sweep
 from .grid import check_grid, grid_points, parse_axis
 from .metrics import (
     METRICS,
@@ -44,7 +49,7 @@ from .metrics import (
     two_source_lag_amplitude,
 )
 from .points import STATUSES, run_batch, run_point
-from .run import WHERE, SweepRun, sweep
+from .run import WHERE, SweepRun
 from .schedule import (
     Schedule,
     cluster_pays,
@@ -54,9 +59,10 @@ from .schedule import (
     task_sizes,
 )
 
-__all__ = ["CACHE_ENV", "METRICS", "QUIET_CLUSTER", "STATUSES", "WHERE", "Metric",
-           "Schedule", "SweepRun", "cache_dir", "cache_path", "check_grid", "cluster_pays",
-           "dask_kept_out", "default_metrics", "free_cores", "grid_points", "lab_metrics",
-           "netcdf_bytes", "parse_axis", "predict_schedule", "run_batch", "run_point",
-           "running_client", "split", "sweep", "sweep_key", "task_sizes",
+__all__ = ["CACHE_ENV", "LOSSES", "METRICS", "QUIET_CLUSTER", "ROUND_SIZE", "STATUSES", "WHERE",
+           "AdaptiveRun", "Metric", "Schedule", "SweepRun", "adaptive_sweep", "cache_dir",
+           "cache_path", "check_grid", "check_ranges", "cluster_pays", "dask_kept_out",
+           "default_metrics", "free_cores", "grid_points", "lab_metrics", "learning_value",
+           "netcdf_bytes", "parse_axis", "parse_range", "predict_schedule", "run_batch",
+           "run_point", "running_client", "split", "sweep", "sweep_key", "task_sizes",
            "trajectory_metrics", "two_source_lag_amplitude"]

@@ -70,3 +70,34 @@ def point_results(ds, points: Sequence, metrics: Sequence[str]) -> list:
             str(ds["message"].values[idx])
         out.append((idx, res))
     return out
+
+
+def point_dataset(names: Sequence[str], base: Mapping, metrics: Sequence[str],
+                  samples: Sequence[Mapping], results: Mapping[tuple[int, ...], dict],
+                  t_end: float, every: int, attrs: Mapping):
+    """The results of an adaptive sweep as an ``xarray.Dataset`` along one dimension
+    ``point``: the swept settings ``names`` (their values in ``samples``, one mapping per
+    point) and the metrics as variables, ``status`` and ``message``; points without a
+    result are ``cancelled``. Attributes: the base settings not swept, ``t_end``,
+    ``every``, ``swept``, ``metrics`` and ``attrs``."""
+    import xarray as xr
+
+    n = len(samples)
+    data = {m: np.full(n, np.nan) for m in metrics}
+    status = np.full(n, "cancelled", dtype=object)
+    message = np.full(n, "", dtype=object)
+    for (k,), res in results.items():
+        for m in metrics:
+            data[m][k] = res[m]
+        status[k], message[k] = res["status"], res["message"]
+    variables = {name: ("point", np.array([s[name] for s in samples], dtype=float),
+                        {"doc": f"the setting {name} of each point"}) for name in names}
+    variables.update({m: ("point", v, {"doc": METRICS[m].doc}) for m, v in data.items()})
+    variables["status"] = ("point", status, {"doc": "completed, diverged, failed, error "
+                                                    "or cancelled"})
+    variables["message"] = ("point", message, {"doc": "why the run stopped, if it did"})
+    out = {f"setting_{k}": (int(v) if isinstance(v, bool) else v)
+           for k, v in base.items() if k not in names}
+    out.update(t_end=t_end, every=every, swept=", ".join(names), metrics=", ".join(metrics))
+    out.update(attrs)
+    return xr.Dataset(variables, coords={"point": np.arange(n)}, attrs=out)

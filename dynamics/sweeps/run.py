@@ -1,4 +1,4 @@
-"""A sweep, run: :class:`SweepRun` (watched and cancelled) and :func:`sweep`.
+"""A sweep, run: :class:`SweepRun` (watched and cancelled).
 
 A sweep's first point runs here and gives the cost per point; the schedule model
 (:mod:`dynamics.sweeps.schedule`) says whether the rest goes to a cluster
@@ -66,8 +66,8 @@ class SweepRun:
     cache : bool
         Read and write finished sweeps in :func:`~dynamics.sweeps.cache.cache_dir`.
     where : {"auto", "local", "cluster"}
-        ``local``: every point in this process; ``cluster``: on the cluster (the
-        client's, else an embedded one), points running here only while it starts;
+        ``local``: every point in this process; ``cluster``: every point on the cluster
+        (the client's, else an embedded one, waited for), whatever the sweep's size;
         ``auto``: the sooner of the two by the estimated cost (:meth:`run`). The result
         is the same, bit for bit.
 
@@ -78,9 +78,11 @@ class SweepRun:
     cached : bool
         The last :meth:`run` read its result from the cache.
     ran_on : str or None
-        Where the last :meth:`run` ran: ``local``, ``cluster`` or ``cache``.
-    local_points : int
-        Points of the last :meth:`run` run in this process.
+        Where the points of the last :meth:`run` ran: ``local`` (all in this process),
+        ``cluster`` (all on the cluster), ``local+cluster`` (``auto``: the first points
+        here, the rest on a cluster) or ``cache`` (none ran: read from the cache).
+    local_points, cluster_points : int
+        Points of the last :meth:`run` run in this process, and on the cluster.
     cost : float or None
         Seconds the first point took here (the estimated cost per point).
     """
@@ -121,9 +123,7 @@ class SweepRun:
         self.points = grid_points(self.grid)
         self.total, self.done, self.cached = len(self.points), 0, False
         self.where, self.ran_on, self.local_points, self.cost = where, None, 0, None
-        #: the first point runs here to measure the cost per point; False with a running
-        #: cluster and ``where="cluster"``: every point runs there (cancellable)
-        self.probe = True
+        self.cluster_points = 0
         self._cancel = threading.Event()
         self._tasks: ClusterTasks | None = None  # the tasks on a cluster, while they run
         self.results: dict[tuple[int, ...], dict] = {}
@@ -171,7 +171,8 @@ class SweepRun:
         points keep running here, and takes the rest of the points when it is ready, in
         tasks of :func:`task_sizes`. ``ran_on`` says where it ran.
         """
-        self.local_points, self.ran_on = 0, "local"
+        self.local_points, self.cluster_points, self.ran_on = 0, 0, None
+
         def light():
             return dask_kept_out() if keep_dask_out else contextlib.nullcontext()
 
@@ -180,6 +181,7 @@ class SweepRun:
             if os.path.exists(path):
                 with light():
                     result = open_cached(path)
+                self._load_cached(result)
                 self.done, self.cached, self.ran_on = self.total, True, "cache"
                 if self.on_batch is not None:
                     results = point_results(result, self.points, self.metrics)
@@ -187,11 +189,17 @@ class SweepRun:
                     self.on_batch(results, self.total, self.total)
                 return result
         self._execute()
+        self.ran_on = ("local+cluster" if self.local_points and self.cluster_points
+                       else "cluster" if self.cluster_points or self.where == "cluster"
+                       else "local")
         with light():
             result = self.dataset()
             if self.cache and not self.cancelled:
                 store(self.key, result)
         return result
+
+    def _load_cached(self, ds) -> None:
+        """What a cache hit sets besides the result (a grid's points are known)."""
 
     def _execute(self) -> None:
         # a fixed shuffle: neighbouring grid points cost alike (a stiff corner is slow
@@ -200,15 +208,13 @@ class SweepRun:
         queue = deque((self.points[k][0], {**self.base, **self.points[k][1]}) for k in order)
         if self.client is None and self.where != "local":
             self.client = running_client()  # a client made in this process is reused
-        if not self.probe and self.where == "cluster" and hasattr(self.client, "submit"):
-            # no probe (the dashboard's tab): every point goes to the running cluster,
-            # none runs here, where a cancel could not stop it (on a worker it is stopped
-            # with its worker); the tasks are sized without a measured cost
-            self.ran_on = "cluster"
-            self._run_on(self.client, list(queue))
+        if self.where == "cluster":
+            # every point on the cluster, whatever the sweep's size (none runs here, where
+            # a cancel could not stop it; on a worker it is stopped with its worker): the
+            # tasks are sized without a measured cost
+            self._run_on_cluster(list(queue))
             return
-        starter = (ClusterStarter(self.client, self.workers, self.processes)
-                   if self.where == "cluster" else None)
+        starter = None
         try:
             t0 = time.perf_counter()
             self._run_here(queue, 1)  # the probe: the cost per point
@@ -225,11 +231,9 @@ class SweepRun:
                     return
                 try:
                     client = starter.client()
-                except Exception:
-                    if self.where == "cluster":
-                        raise
-                else:  # auto: a cluster that does not start leaves the points here
-                    self.ran_on = "cluster"
+                except Exception:  # auto: a cluster that does not start leaves them here
+                    pass
+                else:
                     self._run_on(client, list(queue))
                     return
             while queue and not self.cancelled:
@@ -237,6 +241,17 @@ class SweepRun:
         finally:
             if starter is not None:
                 starter.close()
+
+    def _run_on_cluster(self, points: list) -> None:
+        """Run ``points`` on the cluster (the client's, else an embedded one started and
+        waited for; closed after them)."""
+        starter = ClusterStarter(self.client, self.workers, self.processes)
+        try:
+            client = starter.client()
+            if not self.cancelled:
+                self._run_on(client, points)
+        finally:
+            starter.close()
 
     def _record(self, results: list) -> None:
         for idx, res in results:
@@ -265,6 +280,7 @@ class SweepRun:
             self.cancel()
         try:
             for results in tasks.finished(self._cancel, self.metrics):
+                self.cluster_points += len(results)
                 self._record(results)
         finally:
             self._tasks = None
@@ -274,50 +290,3 @@ class SweepRun:
         return sweep_dataset(self.grid, self.base, self.metrics, self.results, self.t_end,
                              self.every)
 
-
-def sweep(settings: Settings | Mapping | None = None, grid: Mapping | None = None,
-          t_end: float = 10.0, metrics: Sequence[str] | None = None, client=None, **options):
-    """Run ``settings`` at every point of ``grid`` and keep a few metrics of each run.
-
-    Parameters
-    ----------
-    settings : Settings or mapping, optional
-        The base settings; the grid's values replace theirs.
-    grid : mapping of str to sequence
-        ``{"beta": [...], "gamma": [...]}``: one dimension per setting. Every value is
-        checked against its setting's bounds before anything runs.
-    t_end : float
-        Final time of every run.
-    metrics : sequence of str, optional
-        Names from :data:`METRICS` (default: those of the model's part).
-    client : distributed.Client, optional
-        Run on an existing cluster; by default on an embedded ``LocalCluster`` sized to
-        the machine when a cluster pays (``where``), whose worker processes are spawned:
-        a script calling ``sweep`` without a client needs the
-        ``if __name__ == "__main__":`` guard, as any script using ``multiprocessing``.
-    **options
-        ``every``, ``batch_size``, ``workers``, ``processes``, ``on_batch``, ``cache``,
-        ``where`` (``"auto"``, ``"local"``, ``"cluster"``: :class:`SweepRun`).
-
-    Returns
-    -------
-    xarray.Dataset
-        One variable per metric and ``status``, ``message``; dimensions the swept
-        settings in grid order; attributes the base settings (``setting_<name>``),
-        ``t_end`` and ``every``. Each point equals a plain
-        ``simulate(settings.copy(**point), t_end, every)`` reduced by
-        :func:`~dynamics.sweeps.metrics.trajectory_metrics` (and
-        :func:`~dynamics.sweeps.metrics.lab_metrics`), bit for bit.
-
-    Raises
-    ------
-    ValueError
-        A grid value out of bounds, an unknown setting or metric.
-
-    Examples
-    --------
-    >>> ds = sweep(Settings(model="attention", path="oscillation"),   # doctest: +SKIP
-    ...            grid={"beta": [0.5, 1, 2], "gamma": [0.1, 1, 10]}, t_end=5,
-    ...            metrics=["kl_mean", "lag_amplitude"])
-    """
-    return SweepRun(settings, grid, t_end, metrics, client, **options).run()
