@@ -262,7 +262,7 @@ T_LONG = 40.0
 #: How each preset of the main tab ends by t = 40 (its quench applied), and the largest
 #: share of its energy scale its balance may miss (measured, in the survey of the issue:
 #: at most 9.9e-4, value matching near t = 1). The β quench at k = 2 < 2√N‖M‖₂ runs away
-#: and stops where its features pass the norm limit (t = 24.7), its balance held to 1e-2.
+#: and stops where its features pass the norm limit (t = 24.7), its balance held (6e-5).
 #: Tokens on the sphere keep no balance: E_β only grows.
 OUTCOMES = {
     "β quench at t = 3": ("stops", LAW_TOLERANCE),
