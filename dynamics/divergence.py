@@ -17,7 +17,7 @@ from .models.part_one import confinement_notice
 #: most a tenth of it.
 LAW_TOLERANCE = 1e-2
 #: The diagnostics the watch reads.
-BALANCE = frozenset(("energy_residual", "dissipated", "work"))
+BALANCE = frozenset(("energy_residual", "dissipated", "work", "momentum_energy"))
 
 
 def feature_norm(X) -> float:
@@ -59,8 +59,10 @@ def divergence_message(t: float, why: str, values: dict, problem, n_tokens: int)
 class LawWatch:
     """The watch on a run's energy law ``E(t) − E(0) + ∫D − W = 0`` (Theory page: the
     energy–dissipation law): a run whose ``|energy_residual|`` exceeds
-    :data:`LAW_TOLERANCE` of its energy scale ``max(|E − E(0)|, |∫D|, |W|, 1)`` (the
-    largest over the run so far) has broken it and stops, back on the last state checked
+    :data:`LAW_TOLERANCE` of its energy scale ``max(|E − E(0)|, |∫D|, |W|, |K − K(0)|, 1)``
+    (the largest over the run so far; ``K`` the momentum term of ``E`` where it has one,
+    ``momentum_energy``: a conservative run exchanges that much between its terms) has
+    broken it and stops, back on the last state checked
     where it held: no broken balance is ever reported as data. The engine checks each
     state it completes (every batch of steps, and each state it reports); one watch per
     run, from :meth:`of`.
@@ -73,8 +75,9 @@ class LawWatch:
         The run's energy scale so far.
     """
 
-    def __init__(self, symbol: str, state):
+    def __init__(self, symbol: str, state, momentum0: float = math.nan):
         self.symbol, self.scale, self.held = symbol, 1.0, state.copy()
+        self.momentum0 = momentum0
 
     @classmethod
     def of(cls, spec, problem, state, energy0) -> LawWatch | None:
@@ -83,7 +86,7 @@ class LawWatch:
         diag, _ = of_model(spec, problem, state, energy0, BALANCE, arrays=False)
         if not math.isfinite(diag.get("energy_residual", math.nan)):
             return None
-        return cls(spec.energy_symbol, state)
+        return cls(spec.energy_symbol, state, diag.get("momentum_energy", math.nan))
 
     def check(self, spec, problem, state, energy0) -> tuple | None:
         """None while the law holds at ``state`` (its copy is then :attr:`held`), else
@@ -94,8 +97,9 @@ class LawWatch:
             diag, _ = of_model(spec, problem, state, energy0, BALANCE, arrays=False)
             residual, dissipated = diag["energy_residual"], diag.get("dissipated", 0.0)
             work = diag.get("work", 0.0)
+            exchanged = abs(diag.get("momentum_energy", math.nan) - self.momentum0)
             scale = max(self.scale, abs(residual + work - dissipated), abs(dissipated),
-                        abs(work))
+                        abs(work), exchanged if math.isfinite(exchanged) else 0.0)
         if abs(residual) <= LAW_TOLERANCE * scale:  # (False for NaN)
             self.scale, self.held = scale, state.copy()
             return None
