@@ -43,7 +43,7 @@ SERIES_TICKS = 4
 PLOT_SIZE = SIZES["series"]
 #: Shorter titles where the page's own do not fit a projector's plot at TITLE_FONT.
 SHORT_TITLES = {"softmax": "Softmax A*(t)", "tokens": "Tokens (principal axes of X(0))",
-                "kl": "Lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"}
+                "kl": "Lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)", "sphere": "On the sphere"}
 #: Lines are this many times thicker.
 LINE_SCALE = 1.75
 #: The largest factor the sizes are scaled by in a window larger than 1280×720 (never
@@ -202,6 +202,7 @@ class Projector:
     def _short_titles(self) -> dict:
         d = self.dashboard
         return {d.heatmaps.fig_softmax: SHORT_TITLES["softmax"],
+                d.clustering.fig_tokens: SHORT_TITLES["sphere"],
                 d.trajectories.fig: SHORT_TITLES["tokens"],
                 d.timeseries.fig_kl_log: SHORT_TITLES["kl"]}
 
@@ -246,6 +247,8 @@ class Projector:
         if sphere in kept:  # a square frame: the unit circle round, not cut
             side = round(SPHERE_FRAME * scale)
             self._set(sphere, frame_width=side, frame_height=side)
+            for axis in (*sphere.xaxis, *sphere.yaxis):  # −1, 0, 1 (five crowded)
+                self._set(axis.ticker, desired_num_ticks=3)
         if d.trajectories.fig in kept:  # axis labels no longer than the plot is high
             tokens = d.trajectories.fig
             for axis, label in ((tokens.xaxis[0], "PC 1 of X(0)"),

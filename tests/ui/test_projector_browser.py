@@ -87,7 +87,7 @@ def test_main_tab_steps_as_a_class_sees_them(page, server, console_errors):
     # -- the sphere in projector mode: a round unit circle
     _open(page, server + "?tour_step=12&projector=true", "Tour 12/")
     frames = _frames_when(page, lambda fs: len(fs) == 4)
-    (sphere,) = [f for f in frames if f["title"] == "Tokens on the sphere"]
+    (sphere,) = [f for f in frames if f["title"] == "On the sphere"]
     assert abs(sphere["width"] - sphere["height"]) <= 2 and sphere["width"] >= 140, sphere
 
     # -- projector mode off on the default page; a refused URL value; β's real value
