@@ -115,3 +115,13 @@ def pytest_terminal_summary(terminalreporter):
         "@pytest.mark.slow:", red=True)
     for nodeid, seconds in sorted(_unmarked_slow, key=lambda row: -row[1]):
         terminalreporter.write_line(f"  {seconds:7.2f}s  {nodeid}", red=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``pytest -n 2 --dist loadgroup`` (the README's test command) the browser
+    tier runs in one worker, in order, on one served app, while the other worker runs the
+    fast tier: the two tiers share the machine's two cores rather than one waiting for
+    the other. Without xdist the mark does nothing."""
+    for item in items:
+        if "ui" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("browser"))
