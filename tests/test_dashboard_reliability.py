@@ -254,6 +254,8 @@ def test_no_eval_or_exec_in_app_or_dynamics():
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else getattr(f, "attr", "")
+                if name == "compile" and getattr(getattr(f, "value", None), "id", "") == "re":
+                    continue  # a regular expression, not code
                 assert name not in ("eval", "exec", "compile", "__import__"), \
                     f"{path.relative_to(ROOT)}:{node.lineno} calls {name}"
                 if name in ("load", "loads") and isinstance(f, ast.Attribute):

@@ -69,7 +69,8 @@ def test_the_default_and_the_teaching_presets_run_without_a_warning(name):
     if name:
         assert dash.load_preset(_preset(dash, name))
     _frames(dash, 300)
-    assert dash.sim.t > 5 and dash.sim.status == "running"
+    # (the fast-relaxation preset's run ends at its t_end = 5, where it pauses)
+    assert dash.sim.t > 5 - 1e-9 and dash.sim.status == "running"
     assert not dash.confinement.visible and not dash.alert.visible
 
 
