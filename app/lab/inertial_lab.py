@@ -16,8 +16,11 @@ sections of the Theory page (:func:`app.mainview.explain.models_text`).
 
 The plots are drawn by :class:`~app.lab.attention_plots.AttentionPlots` and
 :class:`~app.lab.momentum_plots.MomentumPlots` (:attr:`InertialLab.attention_plots`,
-:attr:`InertialLab.momentum_plots`; their axes and markers: :mod:`app.lab.plotting`); this
-module holds the controls, the presets, the uploaded files and the runs.
+:attr:`InertialLab.momentum_plots`; their axes and markers: :mod:`app.lab.plotting`), laid
+out by :class:`~app.lab.plot_area.PlotArea` (only the run's plots; in projector mode only a
+preset's own, its ``focus``); the sidebar is :class:`~app.lab.sidebar.Sidebar` (the
+essentials, then groups; only the settings the run reads). This module holds the controls,
+the presets, the uploaded files and the runs.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ Y_RANGE = """
 (title) => {
   const plot = [...Bokeh.documents[0]._all_models.values()].find(
       m => m.title && m.title.text === title && m.y_range);
-  return [plot.y_range.start, plot.y_range.end];
+  // (a plot not shown yet is not in the document: the lab lays out the run's plots only)
+  return plot ? [plot.y_range.start, plot.y_range.end] : [null, null];
 }
 """
 
@@ -93,7 +94,9 @@ def test_the_lab_runs_an_uploaded_file(page, server, console_errors, tmp_path):
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.get_by_text("Inertial lab", exact=True).click()
     page.get_by_text(re.compile(r"f − f\* at t = 100")).first.wait_for(timeout=90000)
-    # a file runs the attention experiments (the base case has no file)
+    # a file runs the attention experiments (the base case has no file); its input is in
+    # the sidebar's group "Your own data"
+    page.get_by_text("Your own data (.npz)").click()
     page.locator("input[type=file]:visible").first.set_input_files(str(path))
     page.get_by_text(re.compile(r"first-order T_max = 0\.500 \(numerical\)")).first.wait_for(
         timeout=30000)
