@@ -523,3 +523,35 @@ def test_the_banner_is_readable_in_projector_mode():
     assert d.projector_mode.scale > 1
     d.projector = False
     assert "font-size" not in d.tour.text.styles
+
+
+def test_next_and_back_between_a_seeded_run_and_a_sentence_relabel_every_token():
+    """Issue #35, item 7: Next from step 1 (a seeded run, numbered tokens) to step 2 (a
+    sentence) once labelled A and A* "0, the, 2, didn, 4, t" — the previous run's numbers
+    among the words. Every axis's text, at every token of the run shown, is that run's
+    (so a page that kept any old text finds it overwritten), and every tick has a text."""
+    d = Dashboard(playing=False, query={"tour_step": "1"})
+    d.__panel__()
+
+    def check(words: bool):
+        d.step_once()
+        frame = d.history[-1]
+        n = frame.features.shape[0]
+        expected = ({i: t for i, t in enumerate(frame.tokens)} if words
+                    else {i: str(i) for i in range(n)})
+        assert bool(frame.tokens) == words
+        for fig in d.heatmaps.figures:
+            for axis in (fig.xaxis[0], fig.yaxis[0]):
+                texts = {int(k): v for k, v in axis.major_label_overrides.items()}
+                assert texts == expected, (fig.title.text, texts)
+                ticks = list(axis.ticker.ticks)
+                assert ticks and set(ticks) <= set(range(n))
+                assert ticks == (list(range(n)) if words else ticks)
+
+    check(words=False)
+    d.tour.next.clicks += 1
+    assert d.tour_step == 2
+    check(words=True)
+    d.tour.back.clicks += 1
+    assert d.tour_step == 1
+    check(words=False)

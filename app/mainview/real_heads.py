@@ -57,17 +57,28 @@ def label_axes(figures, tokens, n: int | None = None) -> None:
 
     Every label is set from the run shown (ticks and their texts alike): the page keeps
     an axis's old texts when its overrides are merely emptied, so a seeded run after a
-    real head read that head's words at its numbered ticks (issue #27, item 1).
+    real head read that head's words at its numbered ticks (issue #27, item 1). Every
+    token of the run gets its text (a seeded run's numbers too, not only those ticked),
+    so no text of the previous run is left at any position, and the ticks and texts of
+    every axis change in one document change, each axis keeping its ticker model (its
+    ticks change), so the page never shows the new ticks with the old texts (issue #35,
+    item 7: "0, the, 2, didn, 4, t").
     """
-    ticks = list(range(len(tokens))) if tokens else number_ticks(n or 1)
+    n = len(tokens) if tokens else max(n or 1, 1)
+    ticks = list(range(n)) if tokens else number_ticks(n)
     texts = ({i: t for i, t in enumerate(tokens)} if tokens
-             else {i: str(i) for i in ticks})
-    for fig in figures:
-        for axis in (fig.xaxis[0], fig.yaxis[0]):
-            axis.update(ticker=FixedTicker(ticks=ticks), major_label_overrides=texts)
-        fig.xaxis[0].major_label_orientation = math.pi / 2 if tokens else "horizontal"
-        fig.xaxis[0].axis_label = "source word j" if tokens else "source token j"
-        fig.yaxis[0].axis_label = "query word i" if tokens else "query token i"
+             else {i: str(i) for i in range(n)})
+    with pn.io.hold():
+        for fig in figures:
+            for axis in (fig.xaxis[0], fig.yaxis[0]):
+                if isinstance(axis.ticker, FixedTicker):
+                    axis.ticker.ticks = ticks
+                else:
+                    axis.ticker = FixedTicker(ticks=ticks)
+                axis.major_label_overrides = texts
+            fig.xaxis[0].major_label_orientation = math.pi / 2 if tokens else "horizontal"
+            fig.xaxis[0].axis_label = "source word j" if tokens else "source token j"
+            fig.yaxis[0].axis_label = "query word i" if tokens else "query token i"
 
 
 def tile(heads: np.ndarray, columns: int = GRID_COLUMNS, gap: int = 1) -> np.ndarray:

@@ -24,6 +24,7 @@ from app.models import COMPARISON_MODEL, not_applicable
 from dynamics import DIVERGED, FAILED, RUNNING
 
 from . import pacing, server
+from .run_end import RunEnd
 from .session import Session
 
 #: Frames sent to the browser and not yet acknowledged before a tick is skipped (each
@@ -66,11 +67,12 @@ def _average(old: float, new: float) -> float:
     return 0.9 * old + 0.1 * new if old else new
 
 
-class Playback(Session):
+class Playback(RunEnd, Session):
     """Advancing the run: ticks, frames, flow control and the status line.
 
     A mixin of :class:`app.dashboard.Dashboard`, which provides ``settings``, ``sim``,
-    ``reference``, the panels, ``history`` and ``_ready``.
+    ``reference``, the panels, ``history`` and ``_ready``; the run's end and Replay are
+    :class:`app.serving.run_end.RunEnd`'s.
     """
 
     playing = param.Boolean(default=True, doc="Advance the run in the periodic callback.")
@@ -81,14 +83,10 @@ class Playback(Session):
                            doc="Milliseconds between calls of the periodic callback.")
     max_fps = param.Number(default=40.0, bounds=(1.0, 120.0),
                            doc="Most frames per second the periodic callback sends.")
-    run_end = param.Number(
-        default=None, allow_None=True, bounds=(0.0, None),
-        doc="Time the run pauses at (a preset's or a tour step's ``t_end``, with what it is "
-            "about still on the plots; Replay runs it again); None: the run streams on.")
-
     def _init_playback(self) -> None:
         """The playback's own state (called first by the dashboard's ``__init__``)."""
         self._init_session()
+        self._init_run_end()
         self._frame_id = self._acked = 0
         self._ack_time = self._last_frame = 0.0
         self._urgent = False  # a setting changed while playing: show it at the next tick
@@ -96,7 +94,6 @@ class Playback(Session):
         self._last_status = 0.0
         self.tick_ms = self.compute_ms = 0.0
         self._shown = True  # the main tab is shown: the run advances only then
-        self._ended = False  # the run paused at its end (run_end)
 
     def step_once(self) -> None:
         """Advance one frame (used by the Step button; works while paused)."""
@@ -188,44 +185,6 @@ class Playback(Session):
         """Whether a changed setting's frame waits for the next tick (which sends it
         before the frame cap, :meth:`tick`)."""
         return self._urgent
-
-    def steps_to_end(self) -> int | None:
-        """Steps left before :attr:`run_end` (None: no end)."""
-        if self.run_end is None:
-            return None
-        return max(0, round((self.run_end - self.sim.t) / self.sim.settings.dt))
-
-    @property
-    def ended(self) -> bool:
-        """Whether the run paused at its end (:attr:`run_end`); Replay runs it again."""
-        return self._ended
-
-    def _restarted(self) -> None:
-        """The run restarted (:meth:`app.dashboard.Dashboard.reset`): a run that had
-        paused at its end plays again."""
-        if self._ended:
-            self._ended = False
-            self.playing = True
-
-    def _end_run(self) -> None:
-        """The run reached :attr:`run_end`: pause with the last frame on the plots."""
-        self._ended = True
-        self.timeseries.flush()
-        self.playing = False
-        self.update_status(force=True)
-
-    def _say_stopped(self) -> None:
-        """A run that diverged or failed says why in the page's notice (and the tour's
-        clock), not only in the status line (hidden in projector mode)."""
-        if self.sim.status != RUNNING and self.notice != self.sim.message:
-            self.notice = self.sim.message
-            self._run_error = True
-            self._show_notice()
-
-    @param.depends("run_end", watch=True)
-    def _on_run_end(self) -> None:
-        if self._ready:
-            self.update_status(force=True)
 
     def advance_frame(self) -> None:
         """One frame: advance ``steps_per_frame`` steps (fewer at :attr:`run_end`, where

@@ -17,7 +17,8 @@ text of a note are neither. A single marker of size 7 covers about 40 pixels; a
 uniform heatmap fills its whole frame.
 
 Only plots in the viewport can be seen: each plot is scrolled into view before its
-frame is captured. A plot that is shown but squeezed to nothing (a frame of zero size)
+frame is captured (:func:`plots_data`: one screenshot per scroll position, every plot
+wholly inside it read from it). A plot that is shown but squeezed to nothing (a frame of zero size)
 counts as blank: it is listed, with 0 data pixels.
 """
 
@@ -106,35 +107,84 @@ def plot_frames(page, only: list[str] | None = None, scroll: bool = False) -> li
     return page.evaluate(FRAMES, [only, scroll])
 
 
+def _scroll_to(page, frame: dict) -> None:
+    """Scroll the plot of ``frame`` (one entry of :func:`plot_frames`) into view."""
+    page.evaluate("""(id) => { for (const v of Bokeh.index.query(
+                         v => v.model.id === id && v.canvas_view != null))
+                       v.canvas_view.el.scrollIntoView({block: "center", inline: "nearest"}); }""",
+                  frame["id"])
+
+
+def _screenshot(page) -> tuple[np.ndarray, float]:
+    """The viewport as an RGB array, and its device pixels per CSS pixel."""
+    from PIL import Image
+
+    image = np.asarray(Image.open(io.BytesIO(page.screenshot())).convert("RGB"))
+    return image, image.shape[1] / page.viewport_size["width"]
+
+
 def data_pixels(page, frame: dict) -> int:
     """Data pixels in ``frame`` (one entry of :func:`plot_frames`) as the screen shows it
     now; the plot is scrolled into view first. Its outline (2 px) is left out."""
-    from PIL import Image
+    _scroll_to(page, frame)
+    [frame] = [f for f in plot_frames(page) if f["id"] == frame["id"]] or [frame]
+    image, scale = _screenshot(page)
+    return _frame_pixels(image, frame, scale, page.viewport_size)
 
-    [frame] = [f for f in plot_frames(page, scroll=True) if f["id"] == frame["id"]] or [frame]
-    view = page.viewport_size
+
+def _frame_pixels(image: np.ndarray, frame: dict, scale: float, view: dict) -> int:
+    """Data pixels of ``frame`` in ``image``, a screenshot of the whole viewport
+    (``scale`` device pixels per CSS pixel); the frame's outline (2 px) is left out and
+    only its part inside the viewport is read."""
     x0, y0 = max(frame["x"] + 2, 0), max(frame["y"] + 2, 0)
     x1 = min(frame["x"] + frame["width"] - 2, view["width"])
     y1 = min(frame["y"] + frame["height"] - 2, view["height"])
     if x1 - x0 < 1 or y1 - y0 < 1:
         return 0
-    clip = {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0}
-    image = np.asarray(Image.open(io.BytesIO(page.screenshot(clip=clip))).convert("RGB"))
-    h, w = image.shape[:2]
-    sx, sy = w / clip["width"], h / clip["height"]  # device pixels per CSS pixel
+    c0, r0, c1, r1 = (int(round(v * scale)) for v in (x0, y0, x1, y1))
+    crop = image[r0:r1, c0:c1]
+    h, w = crop.shape[:2]
     masks = []
     for mx, my, mw, mh in frame["masks"]:
         mask = np.zeros((h, w), dtype=bool)
-        c0, r0 = int((mx - x0) * sx) - 1, int((my - y0) * sy) - 1
-        c1, r1 = int((mx + mw - x0) * sx) + 2, int((my + mh - y0) * sy) + 2
-        mask[max(r0, 0):max(r1, 0), max(c0, 0):max(c1, 0)] = True
+        m0, n0 = int((mx - x0) * scale) - 1, int((my - y0) * scale) - 1
+        m1, n1 = int((mx + mw - x0) * scale) + 2, int((my + mh - y0) * scale) + 2
+        mask[max(n0, 0):max(n1, 0), max(m0, 0):max(m1, 0)] = True
         masks.append(mask)
-    return count_data_pixels(image, _rgb(frame["background"]), masks)
+    return count_data_pixels(crop, _rgb(frame["background"]), masks)
+
+
+def _inside(frame: dict, view: dict) -> bool:
+    """Whether ``frame`` lies wholly inside the viewport."""
+    return (frame["x"] >= 0 and frame["y"] >= 0 and frame["width"] > 0
+            and frame["x"] + frame["width"] <= view["width"]
+            and frame["y"] + frame["height"] <= view["height"])
 
 
 def plots_data(page, only: list[str] | None = None) -> dict[str, int]:
-    """``{title (or id): data pixels}`` of every visible plot of ``page``."""
-    return {f["title"] or f["id"]: data_pixels(page, f) for f in plot_frames(page, only)}
+    """``{title (or id): data pixels}`` of every visible plot of ``page``.
+
+    One screenshot per scroll position, not one per plot: the first plot not yet read
+    is scrolled into view, and every plot then wholly inside the viewport is read from
+    the same screenshot (:func:`data_pixels` reads one plot alone)."""
+    view = page.viewport_size
+    counts: dict[str, int] = {}
+    done: set[str] = set()
+    frames = plot_frames(page, only)
+    for _ in range(len(frames) + 1):  # each pass reads at least one plot
+        left = [f for f in frames if f["id"] not in done]
+        if not left:
+            break
+        if not _inside(left[0], view):  # bring the next plot in (others stay put)
+            _scroll_to(page, left[0])
+            frames = plot_frames(page, only)
+            left = [f for f in frames if f["id"] not in done]
+        image, scale = _screenshot(page)
+        for i, frame in enumerate(left):
+            if i == 0 or _inside(frame, view):
+                counts[frame["title"] or frame["id"]] = _frame_pixels(image, frame, scale, view)
+                done.add(frame["id"])
+    return counts
 
 
 def assert_plots_show_data(page, only: list[str] | None = None, min_pixels: int = MIN_PIXELS,

@@ -42,3 +42,28 @@ def test_a_link_opens_the_tour_at_a_step_in_projector_mode(browser, server):
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_link_to_a_lab_step_goes_back_and_ends_the_tour(browser, server):
+    """Issue #35, item 5: opened by its link at a lab step, Back moved the banner to 17
+    while the URL stayed at 18, and End tour did nothing (16, 18, 21). Back moves the
+    URL with the banner, End tour hides the banner and takes the step out of the URL,
+    and the lab's plots show data on the way."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        page.goto(server + "?tour_step=18")
+        page.get_by_text("Tour 18/21").wait_for(timeout=60000)
+        page.get_by_role("button", name="◀ Back").click()
+        page.get_by_text("Tour 17/21").wait_for(timeout=30000)
+        page.wait_for_url(re.compile(r"tour_step=17\b"), timeout=30000)
+        page.wait_for_function("() => !/tour_step=18/.test(location.search)", timeout=5000)
+        assert_plots_show_data(page, at_least=1)  # the lab step's own plots
+        page.get_by_role("button", name="End tour").click()
+        page.get_by_text("Tour 17/21").wait_for(state="hidden", timeout=30000)
+        page.wait_for_function("() => !/tour_step=/.test(location.search)", timeout=30000)
+        assert errors == []
+    finally:
+        context.close()
