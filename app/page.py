@@ -144,10 +144,13 @@ class Page(param.Parameterized):
         def build_tab(event):
             self.set_shown(event.new == 0)  # the main run waits while it is not shown
             if event.new == TABS.index("Inertial lab") and not len(lab):
-                lab[:] = [self._inertial_lab()]
-                if self.projector:  # its plots get the projector's type too
+                built = self._inertial_lab()
+                if self.projector:  # its plots get the projector's type too, before they
+                    # reach the page (restyled there, their changes could arrive before
+                    # the plots themselves: "reference … isn't known")
                     self.projector_mode.apply(False)
                     self.projector_mode.apply(True)
+                lab[:] = [built]
             elif event.new == TABS.index("Theory") and not len(theory):
                 theory[:] = [self._theory()]
             elif event.new == TABS.index("Noise ensemble") and not len(ensemble):

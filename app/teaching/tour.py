@@ -281,10 +281,15 @@ class Tour(pn.viewable.Viewer):
         self.replay.visible = self.clock.visible = not lab_step  # (the lab runs at once)
         if lab_step:
             dashboard.timeseries.guides.show(())
+            fresh = dashboard.lab is None  # built by show_lab now
             lab = dashboard.show_lab()
             if lab is not None:
-                if lab.preset == step["lab_preset"]:
-                    lab.preset = None  # the same preset again: load it anew
+                # the same preset again: load it anew, unless the lab was built just now
+                # with it (run and laid out in this same change: a second run's data
+                # reached the page before the plots holding them, and the page raised
+                # "reference … isn't known", issue #35)
+                if lab.preset == step["lab_preset"] and not fresh:
+                    lab.preset = None
                 lab.preset = step["lab_preset"]
         else:
             dashboard.show_main()
