@@ -125,18 +125,25 @@ def slide_steps(tour: dict, presets: list[dict],
     return slides, skipped
 
 
-def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> list[Path]:
-    """Write the slides of ``tour`` (default the shipped one) into ``out_dir``: every
-    step, run headless (about 3 s a step; a lab step: the lab's plots). Prints the steps
-    skipped."""
-    from .tour_slides import tour_figures  # matplotlib: loaded only to draw slides
-
+def checked_tour(tour: dict | None = None) -> tuple[dict, list[dict]]:
+    """``tour`` (default the shipped one) and the main tab's presets, once the tour is
+    checked against them and the lab's presets (``ValueError`` listing every problem)."""
     tour = load_tour() if tour is None else tour
     presets = presets_module.load_presets()
     problems = validate_tour(tour, [p.get("name") for p in presets],
                              [p["name"] for p in load_lab_presets()[0]])
     if problems:
         raise ValueError("the tour is not valid:\n" + "\n".join(problems))
+    return tour, presets
+
+
+def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> list[Path]:
+    """Write the slides of ``tour`` (default the shipped one) into ``out_dir``: every
+    step, run headless (about 3 s a step; a lab step: the lab's plots). Prints the steps
+    skipped."""
+    from .tour_slides import tour_figures  # matplotlib: loaded only to draw slides
+
+    tour, presets = checked_tour(tour)
     steps, skipped = slide_steps(tour, presets)
     for line in skipped:
         print(line)

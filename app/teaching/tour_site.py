@@ -13,10 +13,8 @@ from pathlib import Path
 
 from bokeh.layouts import column, row
 
-from app import presets as presets_module
 from app.lab.attention_plots import AttentionPlots
 from app.lab.inertial_lab import CONTROLS
-from app.lab.inertial_lab import load_presets as load_lab_presets
 from app.lab.momentum_plots import MomentumPlots
 from dynamics import Settings, models
 from dynamics.inertial.experiments import lab_settings, run_lab_experiment
@@ -31,7 +29,7 @@ from .standalone_page import (
     settings_run,
     write_page,
 )
-from .tour import load_tour, slide_steps, validate_tour
+from .tour import checked_tour, slide_steps
 from .tour_slides import slide_stem
 
 INDEX = "index.html"
@@ -98,12 +96,7 @@ def tour_pages(tour: dict | None = None) -> dict[str, str]:
     ValueError
         The tour is not valid (every problem listed).
     """
-    tour = load_tour() if tour is None else tour
-    presets = presets_module.load_presets()
-    problems = validate_tour(tour, [p.get("name") for p in presets],
-                             [p["name"] for p in load_lab_presets()[0]])
-    if problems:
-        raise ValueError("the tour is not valid:\n" + "\n".join(problems))
+    tour, presets = checked_tour(tour)
     slides, skipped = slide_steps(tour, presets)
     if skipped:  # (validated: none)
         raise ValueError("\n".join(skipped))
