@@ -44,7 +44,7 @@ class MomentumPlots:
         self.bound_src = ColumnDataSource({"t": [], "f": []})
         m.line("t", "f", source=self.bound_src, color="black", line_dash="dotted",
                line_width=2, legend_label="(r−1)²|x₀|²/(2t²)")
-        legend_below(m, ncols=2, label_width=150)
+        legend_below(m, ncols=2, label_width=110)
         self.gap_fig = m
 
         p = figure(title=f"Path of token {TRACKED + 1} in the plane", x_axis_label="x₁",
@@ -53,8 +53,13 @@ class MomentumPlots:
         self.start_src = ColumnDataSource({"x": [], "y": []})
         p.scatter("x", "y", source=self.start_src, size=9, color="black",
                   legend_label="start (at rest)")
-        p.scatter([0.0], [0.0], size=12, marker="cross", color="black", line_width=2)
-        legend_below(p, ncols=2, label_width=150)
+        p.scatter([0.0], [0.0], size=12, marker="cross", color="black", line_width=2,
+                  legend_label="minimum")
+        # the runs' colours are named once, under the left plot: two columns of their
+        # long labels here were wider than the plot at 1024 px (the page scrolled sideways)
+        for item in p.legend[0].items[:len(RUNS)]:
+            item.visible = False
+        legend_below(p, ncols=2, label_width=90)
         self.path_fig = p
         self.figures = (self.gap_fig, self.path_fig)
 
@@ -71,11 +76,11 @@ class MomentumPlots:
             self.gap_lines[k].visible = self.path_lines[k].visible = run is not None
             curves += [gap] if run is not None else []
         self.bound_src.data = {"t": r.bound.x, "f": r.bound.y}
-        for fig in self.figures:  # the legends name the runs as run
-            for item, key in zip(fig.legend[0].items, RUNS, strict=False):
-                item.visible = key in r.runs
-                if key in r.runs:
-                    item.label = value(r.runs[key].label)
+        # the legend names the runs as run
+        for item, key in zip(self.gap_fig.legend[0].items, RUNS, strict=False):
+            item.visible = key in r.runs
+            if key in r.runs:
+                item.label = value(r.runs[key].label)
         self.start_src.data = {"x": [r.X0[TRACKED, 0]],
                                "y": [r.X0[TRACKED, 1] if r.X0.shape[1] > 1 else 0.0]}
         fit_log_axis(self.gap_fig, curves)
@@ -83,9 +88,11 @@ class MomentumPlots:
         self.gap_fig.x_range.update(start=t_lo, end=r.horizon)
         self.gap_fig.xaxis.ticker = decade_ticker(10.0 ** math.floor(math.log10(t_lo)),
                                                   10.0 ** math.ceil(math.log10(r.horizon)))
-        a = ", ".join(f"{v:.3g}" for v in r.a)
+        # the bowl's curvatures along x₁, x₂ (the kernel's diagonal, in the plot's order)
+        diagonal = np.allclose(r.A, np.diag(np.diag(r.A)))
+        a = ", ".join(f"{v:.3g}" for v in (np.diag(r.A) if diagonal else r.a))
         self.path_fig.title.text = (f"Path of token {TRACKED + 1} in the plane "
-                                    f"(a = {a})")
+                                    f"({'a' if diagonal else 'eigenvalues of A'} = {a})")
         return _status(r)
 
 

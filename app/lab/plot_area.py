@@ -43,6 +43,9 @@ class PlotArea:
         self.column = pn.Column(sizing_mode="stretch_width", margin=0)
         self.shown: tuple[str, ...] = ()
         self._key = None
+        for fig in figures.values():  # a renderer's (invisible) box reached 15 px past a
+            # plot at the right edge, and the page scrolled sideways at 1024 px
+            fig.stylesheets = [*fig.stylesheets, ":host { overflow: clip; }"]
         #: Each legend's columns and label width as built (projector mode widens them).
         self._legends = {name: (fig.legend[0].ncols, fig.legend[0].label_width)
                          for name, fig in figures.items() if fig.legend}

@@ -58,7 +58,8 @@ class MomentumRun:
     Attributes
     ----------
     label : str
-        Its name in legends ("Nesterov r = 3, t0 = 0").
+        Its name in legends ("Nesterov α = 3/t"), short enough for two columns of
+        them under a plot at 1024 px.
     damping : Damping or None
         ``α(t)`` (None: the gradient flow).
     t : ndarray, shape (K,)
@@ -144,6 +145,11 @@ class MomentumResult:
         if len(behind) and behind[-1] == len(gap) - 1:
             return None
         return float(self.runs[key].t[behind[-1] + 1 if len(behind) else 0])
+
+
+def nesterov_label(r: float, t0: float) -> str:
+    """The Nesterov run's name: its damping ``α = r/(t + t0)``."""
+    return f"Nesterov α = {r:g}/t" if t0 == 0 else f"Nesterov α = {r:g}/(t + {t0:g})"
 
 
 def horizon_of(a: np.ndarray) -> float:
@@ -236,10 +242,10 @@ def run_momentum_experiment(settings: Settings | Mapping, **changes) -> Momentum
         runs["heavy_ball"] = damped_run(s, X0, Damping("constant", s.alpha), steps,
                                         f"heavy ball α = {s.alpha:g}")
     runs["critical"] = damped_run(s, X0, Damping("constant", critical), steps,
-                                  f"critical α = 2√a_min = {critical:.3g}")
+                                  f"critical α = {critical:.3g}")
     nesterov = Damping("nesterov", 0.0, s.nesterov_r, s.nesterov_t0)
     runs["nesterov"] = damped_run(s, X0, nesterov, steps,
-                                  f"Nesterov r = {s.nesterov_r:g}, t0 = {s.nesterov_t0:g}")
+                                  nesterov_label(s.nesterov_r, s.nesterov_t0))
     run = runs["nesterov"]
     later = run.t > 0
     bound = rate_bound(s.nesterov_r, X0, run.t[later])
