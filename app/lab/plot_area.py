@@ -14,8 +14,9 @@ import panel as pn
 MOMENTUM = ("gap", "path")
 ATTENTION = ("eigenvalues", "cloud", "layers", "clouds", "hamiltonian", "softmax")
 NAMES = MOMENTUM + ATTENTION
-#: Height (px) of a figure, and of one in projector mode at scale 1 (its legend included).
-HEIGHT, PROJECTOR_HEIGHT = 300, 420
+#: Height (px) of a figure, and of one in projector mode at scale 1 (its legend included;
+#: under a tour step of four lines, within 720 px).
+HEIGHT, PROJECTOR_HEIGHT = 300, 400
 #: How much wider the legends' labels are in projector mode.
 LEGEND_WIDTH = 1.6
 #: The most plots a projector row shows.

@@ -14,7 +14,7 @@ DIAGNOSTIC = {"kl": "kl", "kl_log": "kl", "kl_bound": "kl_bound", "kl_bound_log"
 POTENTIAL = "Φ"
 #: The momentum line's label when the momentum term of H is not a kinetic energy
 #: (``kinetic_energy`` n/a: the cotangent lift's ⟨P, A X W_Vᵀ⟩).
-MOMENTUM_TERM = "⟨P, A X W_Vᵀ⟩ (momentum term, either sign)"
+MOMENTUM_TERM = "momentum term ⟨P, A X W_Vᵀ⟩"  # (either sign: not a K ≥ 0)
 #: A legend item's mark of a line ≡ 0 by construction (not drawn).
 ZERO_MARK = "≡ 0"
 #: How the one line above the plots names each diagnostic that vanishes by construction

@@ -226,14 +226,18 @@ class Projector:
         for fig in d.plot_panes:
             if fig not in kept and fig.visible:
                 self._set(fig, visible=False)
+            # every plot's toolbar off, the hidden ones' too: a plot hidden by the next
+            # run's layout got its toolbar back while hidden, and BokehJS failed on it
+            # ("cannot find a view for ToolbarPanel"), dropping the rest of that update
+            # (the page kept the previous step's plots)
+            if fig.toolbar_location is not None:
+                self._set(fig, toolbar_location=None)
         scale = self._scale = self.scale
         for fig in kept:
             width, height = (round(v * scale) for v in self._size(fig))
             self._set(fig, width=width, height=height, min_width=width, max_width=width)
             pane = d.plot_panes[fig]
             self._set(pane, min_width=width, max_width=width, styles={"flex": f"0 0 {width}px"})
-            if fig.toolbar_location is not None:
-                self._set(fig, toolbar_location=None)
             for obj, values in _text_props(fig, scale).items():
                 self._set(obj, **values)
             if fig in titles and fig.title.text != titles[fig]:

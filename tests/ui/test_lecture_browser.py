@@ -131,14 +131,7 @@ def _check_step(page, number: int, projector: bool) -> list[str]:
     return problems
 
 
-PROJECTOR_KNOWN = ("known failures in projector mode (issue #35, left open): step 2's token "
-                   "plot has no data, step 9's page is 1313 px wide, step 14 holds step 13's "
-                   "energies, and 'cannot find a view for ToolbarPanel' page errors")
-
-
-@pytest.mark.parametrize("projector", [
-    False, pytest.param(True, marks=pytest.mark.xfail(reason=PROJECTOR_KNOWN, strict=False))],
-    ids=["1280x720", "projector"])
+@pytest.mark.parametrize("projector", [False, True], ids=["1280x720", "projector"])
 def test_every_tour_step_shows_its_evidence_as_a_class_sees_it(browser, server, projector):
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     page = context.new_page()
