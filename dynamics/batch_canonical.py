@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from . import energy as en
-from .batch_diagnostics import stacked_frames
+from .batch_diagnostics import stacked_balance, stacked_frames
+from .divergence import LAW_TOLERANCE
 from .logits import AXPY_MIN_SIZE, exp_trapezoid, logit_coefficients
 from .settings import Settings
 from .simulation import Simulation
@@ -69,6 +70,7 @@ class CanonicalBatch:
         self.osc = en.oscillation(self.S_dot)
         self.force = self.neg_entropy = None  # the first step computes them as a run does
         self.rows = np.arange(len(self.sims))
+        self._held = {}  # run -> its state where the law last held (see watch)
         self._flags()
 
     def _keep(self, keep):
@@ -219,7 +221,55 @@ class CanonicalBatch:
     def watch(self):
         """Each run's energy law, checked where its own engine checks it (every
         :meth:`~dynamics.steppers.base.Stepper.batch` steps and at each frame,
-        :class:`~dynamics.divergence.LawWatch`); runs that broke it leave."""
+        :class:`~dynamics.divergence.LawWatch`); runs that broke it leave.
+
+        The law's terms come from the stacks (:func:`stacked_balance`), its test is
+        :meth:`LawWatch.check`'s; the state where it last held is kept for every row as a
+        copy of the stacks (a run's watch copies its state). A row that broke it is handed
+        to its run's own watch, from the state it last held: the run stops there, with its
+        message."""
+        sims = [self.sims[i] for i in self.rows]
+        if any(sim.law is None for sim in sims):
+            return self._watch_alone()
+        residual, kinetic = stacked_balance(self)
+        keep = np.ones(len(self.rows), dtype=bool)
+        for k, sim in enumerate(sims):
+            law = sim.law
+            if self.t == law.held.t:
+                continue
+            with np.errstate(all="ignore"):
+                dissipated, work = float(self.dissipated[k]), float(self.work[k])
+                exchanged = abs(float(kinetic[k]) - law.momentum0)
+                scale = max(law.scale, abs(float(residual[k]) + work - dissipated),
+                            abs(dissipated), abs(work),
+                            exchanged if math.isfinite(exchanged) else 0.0)
+            if abs(float(residual[k])) <= LAW_TOLERANCE * scale:
+                law.scale = scale
+                continue
+            held = self._held.get(int(self.rows[k]))
+            if held is not None:  # the state it last held, a State again for its watch
+                law.held = held()
+            sim._state, sim._carry = self._state_of(k), VerletCarry()
+            sim._watch()
+            keep[k] = sim.status == "running"
+        t, stacks = self.t, {name: getattr(self, name).copy() for name in self.HELD}
+        self._held = {int(i): (lambda k=k: self._held_state(t, stacks, k))
+                      for k, i in enumerate(self.rows)}
+        if not keep.all():
+            self._keep(keep)
+
+    #: The stacks a row's held state is made of.
+    HELD = ("X", "P", "Z", "A", "S", "S_dot", "Bound", "dissipated", "work")
+
+    @staticmethod
+    def _held_state(t, stacks, k):
+        return State(t=t, X=stacks["X"][k], P=stacks["P"][k], Z=stacks["Z"][k],
+                     A=stacks["A"][k], S=stacks["S"][k], S_dot=stacks["S_dot"][k],
+                     B=stacks["Bound"][k], dissipated=float(stacks["dissipated"][k]),
+                     work=float(stacks["work"][k]))
+
+    def _watch_alone(self):
+        """:meth:`watch` through each run's own watch."""
         keep = np.ones(len(self.rows), dtype=bool)
         for k, i in enumerate(self.rows):
             sim = self.sims[i]
