@@ -63,6 +63,18 @@ def stacked_frames(batch, names):
     return frame
 
 
+def stacked_balance(batch):
+    """``(energy_residual, momentum_energy)`` of every row of ``batch`` now: what
+    :class:`~dynamics.divergence.LawWatch` reads besides ``∫D`` and ``W``, each as a run
+    computes it (``momentum_energy`` is the canonical model's kinetic energy
+    ``‖P‖²/(2m)``)."""
+    Z = batch.Z
+    H = _hamiltonian(batch, Z - _row_logsumexp(Z))
+    energy0 = np.array([batch.sims[i]._energy0 for i in batch.rows])
+    kinetic = _flat_sum(batch.P * batch.P) / (2.0 * batch.mass)
+    return H - energy0 - batch.work + batch.dissipated, kinetic
+
+
 def _row_logsumexp(Z):
     """``energy.row_logsumexp`` of each matrix of a stack, shape (R, N, 1)."""
     m = Z.max(axis=-1, keepdims=True)

@@ -78,12 +78,13 @@ def test_runs_that_diverge_stop_alone_and_the_others_go_on(monkeypatch):
         _assert_same(a, b)
 
 
-def test_other_models_and_stiff_runs_run_one_by_one_with_the_same_results():
+def test_other_models_and_noisy_runs_run_one_by_one_with_the_same_results():
     runs = [Settings(model="reduced", n_tokens=5, dim=3),
             Settings(model="canonical", n_tokens=5, dim=3, gamma=100.0),  # λ dt = 1: stiff
             Settings(model="canonical", n_tokens=5, dim=3, logit_noise=0.3),
             Settings(model="canonical", n_tokens=5, dim=3)]
-    assert [batchable(s) for s in runs] == [False, False, False, True]
+    # the stiff run is stepped with the stiff runs of the batch (tests/test_batch_stiff.py)
+    assert [batchable(s) for s in runs] == [False, True, False, True]
     batch = simulate_batch(runs, t_end=0.2, every=4)
     for s, traj in zip(runs, batch, strict=True):
         _assert_same(traj, simulate(s, 0.2, every=4))
@@ -168,7 +169,7 @@ def test_batch_bound_check_sees_a_wrong_bound(fault, monkeypatch):
     """The check above fails on a bound integrated with the plain trapezoid weights
     ``h/2`` (no decay inside the step) or with ``dS/dt`` from the momenta, not the
     velocities (runs with m ≠ 1)."""
-    import dynamics.batch as batch
+    import dynamics.batch_canonical as batch
 
     if fault == "plain trapezoid":
         monkeypatch.setattr(batch, "exp_trapezoid", lambda lam, h: (0.5 * h, 0.5 * h))

@@ -62,13 +62,14 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
     """Run a batch of points (one dask task): ``[(index, run_point(...)), …]``.
 
     Points whose runs :func:`~dynamics.batch.simulate_batch` steps together (grouped by
-    the sizes and step they must share, at most :data:`BATCH_RUNS` at a time) are run
+    the sizes and step they must share and by branch, plain or stiff, at most
+    :data:`BATCH_RUNS` at a time) are run
     that way; its trajectories equal those of ``simulate`` (with the diagnostics the
     metrics read, as :func:`run_point`'s), so the results are :func:`run_point`'s. A
     group whose batched run raises is run point by point, where each error is recorded
     with its point.
     """
-    from ..batch import batchable, simulate_batch
+    from ..batch import batchable, simulate_batch, stiff
 
     groups: dict[tuple, list[tuple[int, Settings]]] = {}
     for k, (_, values) in enumerate(batch):
@@ -76,9 +77,9 @@ def run_batch(batch: Sequence[tuple[tuple[int, ...], dict]], t_end: float,
             settings = Settings(**values)
         except Exception:  # recorded by _measure, below
             continue
-        if batchable(settings):
-            groups.setdefault((settings.n_tokens, settings.dim, settings.dt), []).append(
-                (k, settings))
+        if batchable(settings):  # stiff runs apart: each batch steps one branch
+            key = (settings.n_tokens, settings.dim, settings.dt, stiff(settings))
+            groups.setdefault(key, []).append((k, settings))
     results: dict[int, dict] = {}
     needed = diagnostics_needed(metrics)
     for members in groups.values():
