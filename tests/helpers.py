@@ -4,6 +4,9 @@
 Hypothesis profile and the session hooks live in ``conftest.py``.
 """
 
+import dataclasses
+import functools
+
 import numpy as np
 from hypothesis import Phase, settings
 
@@ -57,3 +60,42 @@ def open_group(page, title: str) -> None:
             return
         page.wait_for_timeout(100)
     raise AssertionError(f"the group {title!r} did not open")
+
+
+def read_only(obj, _seen=None):
+    """``obj`` with every NumPy array inside it (through dataclass fields, dicts, lists
+    and tuples) made read-only, so that a test that wrote into a shared result would fail
+    loudly rather than change what the next test reads."""
+    seen = set() if _seen is None else _seen
+    if id(obj) in seen:
+        return obj
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        obj.flags.writeable = False
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for field in dataclasses.fields(obj):
+            read_only(getattr(obj, field.name), seen)
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            read_only(value, seen)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            read_only(value, seen)
+    return obj
+
+
+@functools.cache
+def lab_preset_run(name: str):
+    """The run of the Inertial lab's shipped preset ``name``: ``run_lab_experiment`` of its
+    settings (``run_momentum_experiment`` for the momentum base case), made once per test
+    process and read-only. The tests that only read a preset's run (the tour's claims, the
+    slides, the whole-run laws) share it rather than each running every preset again."""
+    from app.lab.inertial_lab import load_presets
+    from dynamics.inertial.experiments import run_lab_experiment
+    from dynamics.inertial.momentum import run_momentum_experiment
+
+    (preset,) = [p for p in load_presets()[0] if p["name"] == name]
+    values = preset["settings"]
+    run = (run_momentum_experiment if values.get("model") == "momentum_quadratic"
+           else run_lab_experiment)
+    return read_only(run(values))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_support import all_finite, play, sources
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app import Dashboard, presets
@@ -29,6 +29,7 @@ from dynamics import Settings, models
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = Settings().values()
+VIEW_DEFAULTS = {name: Dashboard.param[name].default for name in ("steps_per_frame", "compare")}
 
 
 # -- URL query fuzzing -----------------------------------------------------------
@@ -45,22 +46,57 @@ _TEXT = st.one_of(
 _RAW = st.one_of(_TEXT, _TEXT.map(str.encode), st.lists(_TEXT.map(str.encode), max_size=3))
 
 
-@pytest.mark.slow
-@given(st.dictionaries(_KEYS, _RAW, max_size=6))
-def test_fuzzed_query_gives_message_and_safe_defaults(query):
-    d = Dashboard(query=query, playing=False)
-    values, messages = urlstate.parse_query(query, d.query_parameters())
-    assert d.notice == "\n".join(messages)
-    assert d.alert.visible == bool(messages)
+_QUERIES = st.dictionaries(_KEYS, _RAW, max_size=6)
+
+
+def _check_fuzzed_query(d, query, messages):
+    """What a fuzzed query must leave: N within the URL's bound, every refused or absent
+    setting at its default, every unknown key named, one step that shows finite numbers."""
+    values, expected = urlstate.parse_query(query, d.query_parameters())
+    assert messages == expected
+    notice = "\n".join(messages)
     assert 2 <= d.settings.n_tokens <= urlstate.MAX_URL_TOKENS
     for name, value in d.settings.values().items():
         if name not in values:
             assert value == DEFAULTS[name], name  # refused entries keep their default
     for key in query:
         if key not in d.query_parameters():
-            assert repr(key)[:20] in d.notice or "…" in d.notice
+            assert repr(key)[:20] in notice or "…" in notice
     play(d, 1)
     assert all(all_finite(s) for s in sources(d))
+
+
+# Two doors, one check: a page opened with the query builds a dashboard (about 1 s
+# each, so few examples), and the same parse-and-apply path (``Dashboard.apply_query``,
+# which the constructor calls) on one dashboard put back to its defaults between
+# examples (milliseconds each, so many): 200 queries reach the parse-and-apply path, where
+# 40 dashboards did (~35 s; now ~20 s for both).
+@pytest.mark.slow
+@settings(max_examples=10)
+@given(_QUERIES)
+def test_fuzzed_query_gives_message_and_safe_defaults(query):
+    d = Dashboard(query=query, playing=False)
+    _, messages = urlstate.parse_query(query, d.query_parameters())
+    assert d.notice == "\n".join(messages)
+    assert d.alert.visible == bool(messages)
+    _check_fuzzed_query(d, query, messages)
+
+
+@pytest.fixture(scope="module")
+def fuzzed_dashboard():
+    return Dashboard(playing=False)
+
+
+@pytest.mark.slow
+@settings(max_examples=200)
+@given(query=_QUERIES)
+def test_fuzzed_query_applied_to_a_running_page_keeps_safe_defaults(fuzzed_dashboard, query):
+    d = fuzzed_dashboard
+    d.param.update(steps_per_frame=VIEW_DEFAULTS["steps_per_frame"],
+                   compare=VIEW_DEFAULTS["compare"])
+    d.settings.param.update(**DEFAULTS)
+    assert d.settings.values() == DEFAULTS
+    _check_fuzzed_query(d, query, d.apply_query(query))
 
 
 def test_huge_repeated_and_unknown_query_entries():

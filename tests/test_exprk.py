@@ -8,6 +8,7 @@ independent reference of ``tests/stiff_reference.py`` (``∫D`` and the tracking
 extra states of the readable field).
 """
 
+import functools
 import math
 
 import numpy as np
@@ -81,17 +82,30 @@ def test_coefficients_are_the_published_table(z):
     np.testing.assert_allclose(coefficients(z)[:-1], table, rtol=1e-10, atol=1e-14)
 
 
+def _relaxed_settings(lam):
+    return Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=lam,
+                    init_momentum="random", init_attention="random")
+
+
+@functools.cache
+def _relaxed_reference(lam, t0, T):
+    """The state at ``t0`` and the reference ``T`` later of :func:`_relaxed` (two Radau
+    solves at rtol 1e-13, seconds at λ = 2000: computed once for the tests that share
+    them), handed out as copies."""
+    sim = Simulation(_relaxed_settings(lam))
+    rhs, y0, _ = models.get("canonical").readable["reference"](sim.problem, sim.state)
+    y0 = solve_ivp(rhs, (0, t0), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
+    ref = solve_ivp(rhs, (0, T), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
+    return y0, ref
+
+
 def _relaxed(lam, t0=0.3, T=0.5):
     """A canonical problem (N = 5, d = 3, β = 1, random momenta and attention) and its
     state at ``t0`` (the relaxation layer of the start long gone), with a tight reference
     ``T`` later (Radau, rtol 1e-13) and the exponential solver's helpers."""
-    s = Settings(model="canonical", n_tokens=5, dim=3, seed=3, gamma=lam,
-                 init_momentum="random", init_attention="random")
-    sim = Simulation(s)
+    sim = Simulation(_relaxed_settings(lam))
     prob = sim.problem
-    rhs, y0, _ = models.get("canonical").readable["reference"](prob, sim.state)
-    y0 = solve_ivp(rhs, (0, t0), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
-    ref = solve_ivp(rhs, (0, T), y0, method="Radau", rtol=1e-13, atol=1e-14).y[:, -1]
+    y0, ref = (a.copy() for a in _relaxed_reference(lam, t0, T))
     helper = ExponentialStepper(prob, rtol=1.0, atol=1.0, t_end=T)
     helper.start_solver(sim.state)  # (its system's shape: N d = 15 features)
     return prob, y0, ref, helper

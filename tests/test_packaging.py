@@ -27,6 +27,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+import urllib.error
 import urllib.request
 import venv
 import zipfile
@@ -144,15 +145,29 @@ def _panel_serve(python: Path, script: Path, cwd: Path, log_path: Path):
 
 
 def _get(url: str, proc, timeout: float = 60) -> tuple[int, str]:
+    """The page's status and text, ``(0, "")`` if none came by ``timeout`` seconds.
+
+    Asked again only while the server does not listen yet (connection refused); once a
+    request is accepted it is waited for until the deadline. (The first request builds a
+    session, a whole dashboard, in a fresh interpreter: on a busy machine that took over
+    10 s, and a request given up after 10 s and sent again only queued one more session
+    behind it; under ``pytest -n 2`` the page never came within the minute.)"""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=10) as resp:
+            with urllib.request.urlopen(url, timeout=max(1.0, deadline - time.monotonic())) \
+                    as resp:
                 return resp.status, resp.read().decode("utf-8", "replace")
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
+        except urllib.error.URLError as err:
+            if not isinstance(err.reason, ConnectionRefusedError):
                 return 0, ""
-            time.sleep(0.3)
+        except ConnectionRefusedError:
+            pass
+        except OSError:  # timed out, or the connection dropped
+            return 0, ""
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return 0, ""
+        time.sleep(0.3)
 
 
 def test_installed_wheel_runs_outside_the_source_tree(tmp_path, capsys):

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 from dashboard_support import play, small_dashboard
+from helpers import lab_preset_run
 from matplotlib.image import imread
 
 from app.mainview.ranges import LOG_FLOOR
@@ -236,12 +237,7 @@ def test_a_lab_step_slide_draws_the_labs_plots(tmp_path):
     T_max and the accelerated blow-up marked at their times, the layers' first crossing,
     the three softmax flows; the settings in the footer; a bad lab setting is refused
     naming the step, nothing written."""
-    from app.lab.inertial_lab import load_presets
-    from dynamics.inertial.experiments import run_lab_experiment
-
-    preset = next(p for p in load_presets()[0]
-                  if p["name"] == "momentum delays but does not prevent blow-up")
-    result = run_lab_experiment(preset["settings"])
+    result = lab_preset_run("momentum delays but does not prevent blow-up")
     fig = slides.lab_slide_figure(result, "Momentum delays the blow-up", "Compare the markers.")
     axes = fig.slide_axes
     marks = {t.get_text() for t in axes["eigenvalues"].texts}
@@ -344,11 +340,10 @@ def test_the_momentum_step_slide_draws_the_base_case(tmp_path):
     run on log–log axes with the 1/t² guide, and the paths of token 1; through
     tour_figures as well."""
     from app.lab.inertial_lab import load_presets
-    from dynamics.inertial.momentum import run_momentum_experiment
 
     preset = load_presets()[0][0]
     assert preset["name"] == "Momentum on a quadratic"
-    result = run_momentum_experiment(preset["settings"])
+    result = lab_preset_run(preset["name"])
     fig = slides.momentum_slide_figure(result, caption=preset["caption"])
     gap, path = fig.slide_axes["gap"], fig.slide_axes["path"]
     assert gap.get_xscale() == gap.get_yscale() == "log"
@@ -399,12 +394,11 @@ def test_the_lab_slides_hamiltonian_axis_has_no_offset_label():
     """The Hamiltonian varies by ~1e-5 around −0.5: its axis reads the values, not a
     multiplier and an offset ("1e−5−5e−1") above the plot."""
     from app.lab.inertial_lab import load_presets
-    from dynamics.inertial.experiments import run_lab_experiment
 
     for preset in load_presets()[0]:
         if preset["settings"].get("model") == "momentum_quadratic":
             continue
-        result = run_lab_experiment(preset["settings"])
+        result = lab_preset_run(preset["name"])
         fig = slides.lab_slide_figure(result, preset["name"])
         fig.savefig(io.BytesIO(), format="png", dpi=40)  # lays the ticks out
         ax = fig.slide_axes["hamiltonian"]

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import lab_preset_run
 
 from app import Dashboard
 from app import presets as presets_module
@@ -17,8 +18,6 @@ from app.mainview.guides import TIGHT
 from app.teaching.tour import load_tour, validate_tour
 from dynamics import Settings, Simulation, simulate
 from dynamics.clustering import cluster_labels
-from dynamics.inertial.experiments import run_lab_experiment
-from dynamics.inertial.momentum import run_momentum_experiment
 from dynamics.noise import small_noise_kl, stationary_variance
 
 TOUR = load_tour()
@@ -126,12 +125,11 @@ def _check_main(step):
         raise AssertionError(f"unknown claim {kind!r}")
 
 
-def _check_momentum(claim, settings):
+def _check_momentum(claim, settings, r):
     """The base case (MODEL.md §14): Nesterov under its bound at every frame, ahead of the
     gradient flow and the heavy ball from ``ahead_after`` on, overshooting the minimum
     along the flat direction where the gradient flow does not; the heavy ball tuned to
     a_min ahead at the end; every run on its closed form."""
-    r = run_momentum_experiment(settings)
     runs = r.runs
     assert settings["nesterov_r"] == 3.0 and settings["nesterov_t0"] == 0.0  # "2|x₀|²/t²"
     assert r.bound_holds is True
@@ -148,9 +146,10 @@ def _check_momentum(claim, settings):
 def _check_lab(step):
     claim, kind = step["claim"], step["claim"]["kind"]
     if kind == "momentum_base_case":
-        _check_momentum(claim, LAB_PRESETS[step["lab_preset"]]["settings"])
+        _check_momentum(claim, LAB_PRESETS[step["lab_preset"]]["settings"],
+                        lab_preset_run(step["lab_preset"]))
         return
-    r = run_lab_experiment(LAB_PRESETS[step["lab_preset"]]["settings"])
+    r = lab_preset_run(step["lab_preset"])
     if kind == "first_order_blowup":
         assert r.first_order_time == pytest.approx(claim["expected"], rel=claim["tolerance"])
     elif kind == "delayed_blowup":

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import assert_same_states
+from helpers import assert_same_states, lab_preset_run
 from scipy.special import log_softmax
 
 from dynamics import Settings, Simulation, simulate, simulate_batch, sweep
@@ -334,17 +334,14 @@ def test_every_lab_preset_keeps_its_laws_to_its_own_end():
     """The lab's runs end where the lab ends them (the blow-up or its horizon): the
     accelerated moment system's H stays at H(0) without damping and only falls with it,
     as far as the lab draws it; the base case's balance H − H(0) + ∫α|ẋ|² stays at 0."""
-    from dynamics.inertial.experiments import run_lab_experiment
-    from dynamics.inertial.momentum import run_momentum_experiment
-
     for name, preset in _lab_presets().items():
         settings = preset["settings"]
         if settings["model"] == "momentum_quadratic":
-            for run in run_momentum_experiment(settings).runs.values():
+            for run in lab_preset_run(name).runs.values():
                 f = run.suboptimality
                 assert np.max(np.abs(run.energy_residual)) <= 1e-3 * max(1.0, float(np.ptp(f)))
             continue
-        r = run_lab_experiment(settings)
+        r = lab_preset_run(name)
         H = r.hamiltonian.y
         assert len(H) > 10, name
         scale = max(1.0, float(np.max(np.abs(H))))
