@@ -118,10 +118,10 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under ``pytest -n 2 --dist loadgroup`` (the README's test command) the browser
-    tier runs in one worker, in order, on one served app, while the other worker runs the
-    fast tier: the two tiers share the machine's two cores rather than one waiting for
-    the other. Without xdist the mark does nothing."""
+    """Under ``pytest -n 2 --dist loadgroup`` the browser tier would run in one worker, in
+    order, on one served app, beside the fast tier in the other (the README's command runs
+    the browser tier on its own instead, after the fast tier in two processes: beside it,
+    browser tests were slower and less steady). Without xdist the mark does nothing."""
     for item in items:
         if "ui" in item.keywords:
             item.add_marker(pytest.mark.xdist_group("browser"))
