@@ -307,8 +307,8 @@ def test_noisy_attention_stays_on_the_simplex(model, sigma, beta, gamma, n, seed
     d = frame.diagnostics
     defined = {k: v for k, v in d.items() if k not in models.get(model).not_applicable}
     assert all(math.isfinite(v) for v in defined.values()), defined
-    if "kl_bound" in defined:
-        assert d["kl"] <= d["kl_bound"]
+    if "kl_bound" in defined:  # (both ~1e-9 near γ/β ~ 7e6: equal to rounding, 1e-17 apart)
+        assert d["kl"] <= d["kl_bound"] * (1 + 1e-9) + 1e-14
     assert sim.noise_clock.step == 20
 
 
