@@ -58,6 +58,11 @@ def _when(t) -> str:
     return f"{t:.3f}" if np.isfinite(t) else "∞ (none)"
 
 
+#: The clouds' names in the legend (the settings' values have underscores).
+CLOUD_NAMES = {"gaussian": "Gaussian", "student_t": "Student-t",
+               "uniform_ellipsoid": "uniform ellipsoid"}
+
+
 class AttentionPlots:
     """The figures of the attention experiments, their sources and markers.
 
@@ -85,7 +90,7 @@ class AttentionPlots:
         self.clouds_cmp = {k: ColumnDataSource({"t": [], "s": []}) for k in CLOUDS}
         for i, k in enumerate(CLOUDS):
             c.line("t", "s", source=self.clouds_cmp[k], color=COLORS[i], line_width=2,
-                   line_dash=["solid", "dashed", "dotted"][i], legend_label=k)
+                   line_dash=["solid", "dashed", "dotted"][i], legend_label=CLOUD_NAMES[k])
         legend_below(c, ncols=3, label_width=60)
         self.clouds_fig = c
 
