@@ -21,6 +21,16 @@ def assert_same_states(a, b) -> None:
         assert np.array_equal(a.attention, b.attention)
 
 
+def assert_same_runs(a, b) -> None:
+    """Trajectories ``a`` and ``b`` are the same run, bit for bit: times, states, every
+    diagnostic (NaN where NaN) and how they ended."""
+    assert_same_states(a, b)
+    assert a.diagnostics.keys() == b.diagnostics.keys()
+    for k in a.diagnostics:
+        assert np.array_equal(a.diagnostics[k], b.diagnostics[k], equal_nan=True), k
+    assert (a.status, a.message, a.diverged_at) == (b.status, b.message, b.diverged_at)
+
+
 def fitted_order(steps, errors):
     """Slope of log(error) against log(step)."""
     return float(np.polyfit(np.log(steps), np.log(errors), 1)[0])

@@ -8,18 +8,14 @@ that diverge part-way (taken one by one for that step by their engine).
 
 import numpy as np
 import pytest
-from helpers import assert_same_states
+from helpers import assert_same_runs
 
 from dynamics import Settings, simulate
 from dynamics.batch import CanonicalBatch, batchable, simulate_batch
 
 
 def _assert_same(a, b):
-    assert_same_states(a, b)
-    assert a.diagnostics.keys() == b.diagnostics.keys()
-    for k in a.diagnostics:
-        assert np.array_equal(a.diagnostics[k], b.diagnostics[k], equal_nan=True), k
-    assert (a.status, a.message, a.diverged_at) == (b.status, b.message, b.diverged_at)
+    assert_same_runs(a, b)
     assert a.settings == b.settings
 
 

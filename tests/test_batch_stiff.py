@@ -10,21 +10,12 @@ diagnostic is compared with ``np.array_equal`` against ``simulate`` of that run 
 
 import numpy as np
 import pytest
-from helpers import assert_same_states
+from helpers import assert_same_runs
 
 from dynamics import Settings, simulate
 from dynamics.batch import StiffBatch, batchable, simulate_batch, stiff
 from dynamics.steppers.grading import GRADED_FIRST, GRADED_SUBSTEPS, substeps
 from dynamics.sweeps import run_batch, run_point
-
-
-def _assert_same(a, b):
-    assert_same_states(a, b)
-    assert a.diagnostics.keys() == b.diagnostics.keys()
-    for k in a.diagnostics:
-        assert np.array_equal(a.diagnostics[k], b.diagnostics[k], equal_nan=True), k
-    assert (a.status, a.message, a.diverged_at) == (b.status, b.message, b.diverged_at)
-
 
 #: (β, γ) with λh = γ dt/β = 0.06 (never graded), 0.2, 0.3, 1 (graded in sub-steps of
 #: h/32 on a start, h/8 in its chain, for as many steps as each run's transient decays),
@@ -64,17 +55,17 @@ def test_stiff_batch_equals_each_run_alone(diagnostics):
     for s, traj in zip(runs, trajectories, strict=True):
         if names is not None and names <= {"t"}:
             continue
-        _assert_same(traj, simulate(s, 1.0, every=7, diagnostics=diagnostics))
+        assert_same_runs(traj, simulate(s, 1.0, every=7, diagnostics=diagnostics))
 
 
 def test_stiff_and_plain_runs_of_one_batch_equal_each_run_alone():
     runs = _stiff_runs()[:4] + [Settings(model="canonical", beta=2.0, gamma=1.0, seed=4),
                                 Settings(model="canonical", beta=1.0, gamma=3.0, seed=5)]
     for s, traj in zip(runs, simulate_batch(runs, 0.6, 5, ("kl",)), strict=True):
-        _assert_same(traj, simulate(s, 0.6, 5, diagnostics=("kl",)))
+        assert_same_runs(traj, simulate(s, 0.6, 5, diagnostics=("kl",)))
     reversed_ = simulate_batch(runs[::-1], 0.6, 5, ("kl",))[::-1]
     for a, b in zip(simulate_batch(runs, 0.6, 5, ("kl",)), reversed_, strict=True):
-        _assert_same(a, b)
+        assert_same_runs(a, b)
 
 
 def test_a_stiff_run_that_diverges_stops_alone_and_the_others_go_on():
@@ -88,13 +79,13 @@ def test_a_stiff_run_that_diverges_stops_alone_and_the_others_go_on():
     assert alone[1].status == "diverged", "the test needs a diverging run"
     assert sum(t.status == "running" for t in alone) >= 2
     for a, b in zip(batched, alone, strict=True):
-        _assert_same(a, b)
+        assert_same_runs(a, b)
 
 
 def test_large_stiff_runs_where_a_run_uses_blas_axpy_are_bit_identical_too():
     runs = _stiff_runs(N=64, d=4)[1:4]  # N² = 4096: the logit step's axpy calls BLAS
     for s, traj in zip(runs, simulate_batch(runs, 0.05, 5), strict=True):
-        _assert_same(traj, simulate(s, 0.05, every=5))
+        assert_same_runs(traj, simulate(s, 0.05, every=5))
 
 
 def test_a_sweeps_stiff_points_equal_plain_runs():
@@ -122,4 +113,4 @@ def test_runs_that_break_their_energy_law_stop_where_it_last_held():
     assert {stiff(s) for s, b in zip(runs, broke, strict=True) if b} == {True, False}, (
         "the test needs plain and stiff runs that break the law")
     for a, b in zip(simulate_batch(runs, 4.0, 3), alone, strict=True):
-        _assert_same(a, b)
+        assert_same_runs(a, b)
