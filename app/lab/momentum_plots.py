@@ -22,14 +22,16 @@ RUN_STYLES = {"gradient_flow": ("#7f7f7f", "solid"), "heavy_ball": (COLORS[0], "
               "critical": (COLORS[2], "dashed"), "nesterov": (COLORS[1], "solid")}
 
 
-def _run_lines(fig, x: str, y: str) -> tuple[dict, dict]:
-    """One line per run (:data:`RUNS`) in its style: their sources and renderers."""
+def _run_lines(fig, x: str, y: str, legend: bool = True) -> tuple[dict, dict]:
+    """One line per run (:data:`RUNS`) in its style: their sources and renderers (named
+    in ``fig``'s legend where ``legend``)."""
     sources = {k: ColumnDataSource({x: [], y: []}) for k in RUNS}
     lines = {}
     for k, src in sources.items():
         color, dash = RUN_STYLES[k]
+        named = {"legend_label": k.replace("_", " ")} if legend else {}
         lines[k] = fig.line(x, y, source=src, color=color, line_dash=dash, line_width=2,
-                            legend_label=k.replace("_", " "))
+                            **named)
     return sources, lines
 
 
@@ -49,16 +51,14 @@ class MomentumPlots:
 
         p = figure(title=f"Path of token {TRACKED + 1} in the plane", x_axis_label="x₁",
                    y_axis_label="x₂", match_aspect=True, **FIGURE_OPTIONS)
-        self.path_src, self.path_lines = _run_lines(p, "x", "y")
+        # the runs' colours are named once, under the left plot: two columns of their
+        # long labels here were wider than the plot at 1024 px (the page scrolled sideways)
+        self.path_src, self.path_lines = _run_lines(p, "x", "y", legend=False)
         self.start_src = ColumnDataSource({"x": [], "y": []})
         p.scatter("x", "y", source=self.start_src, size=9, color="black",
                   legend_label="start (at rest)")
         p.scatter([0.0], [0.0], size=12, marker="cross", color="black", line_width=2,
                   legend_label="minimum")
-        # the runs' colours are named once, under the left plot: two columns of their
-        # long labels here were wider than the plot at 1024 px (the page scrolled sideways)
-        for item in p.legend[0].items[:len(RUNS)]:
-            item.visible = False
         legend_below(p, ncols=2, label_width=90)
         self.path_fig = p
         self.figures = (self.gap_fig, self.path_fig)
