@@ -85,6 +85,7 @@ def test_each_point_is_a_plain_simulate_and_the_points_repeat():
     assert dict(ds.sizes) == {"point": 12} and run.ran_on == "local"
     assert set(ds.data_vars) == {"beta", "gamma", *METRICS, "status", "message"}
     assert ds.attrs["setting_path"] == "oscillation" and ds.attrs["learned"] == "kl_mean"
+    assert ds.attrs["cover"] == 0.25
     assert ds.attrs["ranges"] == "beta=0.3:3.0:log; gamma=0.1:10.0:log"
     beta, gamma = ds["beta"].values, ds["gamma"].values
     assert {(0.3, 0.1), (0.3, 10.0), (3.0, 0.1), (3.0, 10.0)} <= set(zip(beta, gamma,

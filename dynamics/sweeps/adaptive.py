@@ -370,7 +370,7 @@ class AdaptiveRun(SweepRun):
     def dataset(self):
         """The points so far as an ``xarray.Dataset`` along ``point`` (points asked but
         not run: ``cancelled``)."""
-        attrs = {"sampler": "adaptive", "learned": self.learn, "loss": self.loss,
+        attrs = {"sampler": "adaptive", "learned": self.learn, "loss": self.loss, "cover": COVER,
                  "round_size": self.round_size,
                  "ranges": "; ".join(f"{n}={lo}:{hi}:{'log' if log else 'lin'}"
                                      for n, (lo, hi, log) in self.ranges.items())}
