@@ -94,9 +94,11 @@ def _add_sweep_parser(sub) -> None:
                             "name=v1,v2,… (repeat for more dimensions); with --adaptive a "
                             "range name=lo:hi[:log|lin] (a count is ignored), one or two")
     sweep.add_argument("--adaptive", type=int, default=None, metavar="POINTS",
-                       help="an adaptive sweep of POINTS points, placed by python-adaptive's "
-                            "learner where the first metric changes fastest (a NetCDF file "
-                            "along one dimension 'point')")
+                       help="an adaptive sweep of POINTS points: a quarter of them on a "
+                            "uniform grid of the ranges (ends included, log where the range "
+                            "says log), the rest placed by python-adaptive's learner where "
+                            "the first metric changes fastest (a NetCDF file along one "
+                            "dimension 'point')")
     sweep.add_argument("--round-size", type=int, default=ROUND_SIZE,
                        help="with --adaptive: points asked of the learner at a time (default "
                             f"{ROUND_SIZE}; part of what fixes the points chosen)")

@@ -4,6 +4,7 @@ settings, the same points wherever they run (in process, on a real Dask cluster 
 and stopped here), cached like a grid sweep.
 """
 
+import itertools
 import json
 import math
 
@@ -19,6 +20,7 @@ from dynamics.sweeps import (
     AdaptiveRun,
     adaptive_sweep,
     check_ranges,
+    cover_points,
     learning_value,
     parse_range,
     trajectory_metrics,
@@ -83,6 +85,7 @@ def test_each_point_is_a_plain_simulate_and_the_points_repeat():
     assert dict(ds.sizes) == {"point": 12} and run.ran_on == "local"
     assert set(ds.data_vars) == {"beta", "gamma", *METRICS, "status", "message"}
     assert ds.attrs["setting_path"] == "oscillation" and ds.attrs["learned"] == "kl_mean"
+    assert ds.attrs["cover"] == 0.25
     assert ds.attrs["ranges"] == "beta=0.3:3.0:log; gamma=0.1:10.0:log"
     beta, gamma = ds["beta"].values, ds["gamma"].values
     assert {(0.3, 0.1), (0.3, 10.0), (3.0, 0.1), (3.0, 10.0)} <= set(zip(beta, gamma,
@@ -97,8 +100,41 @@ def test_each_point_is_a_plain_simulate_and_the_points_repeat():
     # the same points again, through sweep(adaptive=…); other round sizes choose others
     xr.testing.assert_identical(sweep(BASE, RANGES, T_END, METRICS, adaptive=12,
                                       round_size=4, where="local"), ds)
-    other = adaptive_sweep(BASE, RANGES, 12, T_END, METRICS, round_size=12, where="local")
+    other = adaptive_sweep(BASE, RANGES, 12, T_END, METRICS, round_size=1, where="local")
     assert not np.array_equal(other["beta"].values, beta)
+
+
+def test_cover_points_are_a_uniform_grid_of_a_quarter_of_the_points_ends_included():
+    def sides(points, bounds=((0.0, 1.0), (-2.0, 3.0))):
+        cover = cover_points(list(bounds), points)
+        axes = [sorted({p[i] for p in cover}) for i in range(len(bounds))]
+        assert cover == [tuple(p) for p in itertools.product(*axes)]  # row-major, complete
+        for axis, (lo, hi) in zip(axes, bounds, strict=True):
+            assert axis[0] == lo and axis[-1] == hi                    # the ends themselves
+            np.testing.assert_allclose(np.diff(axis), (hi - lo) / (len(axis) - 1))
+        return [len(a) for a in axes]
+
+    assert sides(64) == [4, 4] and sides(121) == [5, 5] and sides(256) == [8, 8]
+    assert sides(32) == [3, 3] and sides(9) == [3, 3]   # at least the ends and the middle
+    assert sides(8) == [2, 2] and sides(4) == [2, 2]    # no more than the points allow
+    assert sides(16, [(0.0, 1.0)]) == [4] and sides(40, [(0.0, 1.0)]) == [10]
+    assert sides(8, [(0.0, 1.0)]) == [3] and sides(2, [(0.0, 1.0)]) == [2]
+
+
+def test_an_adaptive_sweep_starts_from_the_cover_in_log_coordinates():
+    """The first 9 of 12 points: β ∈ {0.3, √0.9, 3} × γ ∈ {0.1, 1, 10} (the middles of the
+    log ranges, the ends exact), the rest placed by the learner inside the cells."""
+    run = AdaptiveRun(BASE, RANGES, 12, T_END, ["kl_mean"], round_size=4, where="local")
+    ds = run.run()
+    got = [(s["beta"], s["gamma"]) for s in run.samples[:9]]
+    want = [(b, g) for b in (0.3, math.sqrt(0.9), 3.0) for g in (0.1, 1.0, 10.0)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert {g for _, g in got} >= {0.1, 10.0} and {b for b, _ in got} >= {0.3, 3.0}
+    rest = set(zip(ds["beta"].values[9:], ds["gamma"].values[9:], strict=True))
+    assert len(rest) == 3 and not rest & set(got)
+    assert run.learner.npoints == 12
+    again = AdaptiveRun(BASE, RANGES, 12, T_END, ["kl_mean"], round_size=4, where="local")
+    xr.testing.assert_identical(again.run(), ds)
 
 
 def test_one_setting_uses_a_line_learner_that_refines_the_steep_end():

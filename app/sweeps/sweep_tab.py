@@ -1,9 +1,9 @@
 """The Sweep tab: a phase diagram of one metric over two settings (``dynamics.sweep``).
 
 A view only. "Run" starts a :class:`dynamics.SweepRun` (grid) or an
-:class:`~dynamics.sweeps.AdaptiveRun` ("adaptive": the points placed round after round
-where the metric changes fastest, drawn as they arrive on a map interpolated between them,
-the points shown) of the current settings (the live
+:class:`~dynamics.sweeps.AdaptiveRun` ("adaptive": a quarter of the points on a uniform
+grid first, the rest placed round after round where the metric changes fastest, drawn as
+they arrive on a map interpolated between them, the points shown) of the current settings (the live
 view's, with the model chosen here) over two settings and their ranges on
 ``dask.distributed`` (one embedded ``LocalCluster`` per server process, shared by the
 sessions and kept for the next sweep), in a thread of its own; each finished batch fills
@@ -75,8 +75,9 @@ class SweepTab(SweepMaps, pn.viewable.Viewer):
     y_end = param.Number(default=10.0, doc="Last value of the vertical setting.")
     y_log = param.Boolean(default=True, doc="Logarithmic spacing along the vertical axis.")
     sampler = param.Selector(default="grid", objects=["grid", "adaptive"],
-                             doc="grid: cells × cells points; adaptive: the points placed "
-                                 "one round after the other where the metric changes fastest")
+                             doc="grid: cells × cells points; adaptive: a quarter of the "
+                                 "points on a uniform grid first, the rest placed one round "
+                                 "after the other where the metric changes fastest")
     cells = param.Integer(default=8, bounds=(1, 64), doc="Values per axis (grid).")
     points = param.Integer(default=64, bounds=(4, 1024), doc="Points in all (adaptive).")
     metric = param.Selector(default="kl_mean", objects=list(METRICS),

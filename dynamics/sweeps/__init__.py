@@ -35,7 +35,16 @@ only when an adaptive sweep runs, so
 ``import dynamics`` stays fast and a small sweep starts at once.
 """
 
-from .adaptive import LOSSES, ROUND_SIZE, AdaptiveRun, check_ranges, learning_value, parse_range
+from .adaptive import (
+    COVER,
+    LOSSES,
+    ROUND_SIZE,
+    AdaptiveRun,
+    check_ranges,
+    cover_points,
+    learning_value,
+    parse_range,
+)
 from .cache import CACHE_ENV, cache_dir, cache_path, dask_kept_out, netcdf_bytes, sweep_key
 from .cluster import QUIET_CLUSTER, running_client
 from .front import adaptive_sweep, sweep
@@ -59,10 +68,10 @@ from .schedule import (
     task_sizes,
 )
 
-__all__ = ["CACHE_ENV", "LOSSES", "METRICS", "QUIET_CLUSTER", "ROUND_SIZE", "STATUSES", "WHERE",
-           "AdaptiveRun", "Metric", "Schedule", "SweepRun", "adaptive_sweep", "cache_dir",
-           "cache_path", "check_grid", "check_ranges", "cluster_pays", "dask_kept_out",
-           "default_metrics", "free_cores", "grid_points", "lab_metrics", "learning_value",
-           "netcdf_bytes", "parse_axis", "parse_range", "predict_schedule", "run_batch",
-           "run_point", "running_client", "split", "sweep", "sweep_key", "task_sizes",
-           "trajectory_metrics", "two_source_lag_amplitude"]
+__all__ = ["CACHE_ENV", "COVER", "LOSSES", "METRICS", "QUIET_CLUSTER", "ROUND_SIZE", "STATUSES",
+           "WHERE", "AdaptiveRun", "Metric", "Schedule", "SweepRun", "adaptive_sweep",
+           "cache_dir", "cache_path", "check_grid", "check_ranges", "cluster_pays",
+           "cover_points", "dask_kept_out", "default_metrics", "free_cores", "grid_points",
+           "lab_metrics", "learning_value", "netcdf_bytes", "parse_axis", "parse_range",
+           "predict_schedule", "run_batch", "run_point", "running_client", "split", "sweep",
+           "sweep_key", "task_sizes", "trajectory_metrics", "two_source_lag_amplitude"]

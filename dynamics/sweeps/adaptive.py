@@ -2,7 +2,21 @@
 the ``adaptive`` library (python-adaptive: ``Learner1D`` on one setting, ``Learner2D`` on
 two), each run exactly as a grid sweep's point (in this process or on the Dask cluster).
 
-The learner is asked for a *round* of ``round_size`` points at a time; they run through
+**The first round is a uniform cover** (:func:`cover_points`): about a quarter of the
+points (:data:`COVER`) on a uniform grid in the learner's coordinates, the range's ends
+(the corners) included — ``k × k`` points on two settings with ``k = ⌊√(N/4)⌋`` (at least
+3 where ``N ≥ 9``: the ends and the middle), ``⌊N/4⌋`` (at least 3) on one. The learner
+is told them as its first batch, then refines. Without it the learner spends its first
+rounds on the corners and a coarse cover it builds one triangle at a time, and on a
+smooth map a uniform grid of as many points was the better map (by 2 % at 64 points,
+``tests/benchmarks/README.md``); with it the adaptive map is the better one at 64, 121 and
+256 points on both benchmark maps. A larger cover leaves too few points to refine (half
+the points: only level with the grid at 256 on the smooth map, and an error 1.4 times a
+quarter's on the sharp one).
+
+The learner is then asked for a *round* of ``round_size`` points at a time, each round
+chosen afresh from every value told so far (``Learner2D.stack_size = 1``: no candidate
+points kept from an earlier round); they run through
 the grid sweep's machinery (:class:`~dynamics.sweeps.run.SweepRun`: here, or in tasks on
 a cluster); their values are told back in the order asked, then the next round is asked.
 The points chosen therefore depend only on the settings, the ranges, the number of points
@@ -20,8 +34,8 @@ each interval's length in the plane of (setting, metric), both rescaled to [0, 1
 largest where the metric changes fastest. ``"surface"``: ``adaptive``'s
 ``minimize_triangle_surface_loss`` (each triangle's area in (settings, metric) space, the
 two-setting twin of the one-setting loss; on the sharp map of
-``tests/benchmarks/README.md`` it did worse than ``default``: RMS 0.50 against 0.30 at
-121 points); ``"uniform"`` samples evenly (for comparison).
+``tests/benchmarks/README.md`` it did worse than ``default``, without the cover: RMS 0.50 against
+0.30 at 121 points); ``"uniform"`` samples evenly (for comparison).
 The learner works in each range's own coordinate: ``log10`` of the setting on a ``log``
 range, the setting itself on a ``lin`` one.
 
@@ -37,6 +51,7 @@ metric itself (NaN where it is).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -57,6 +72,10 @@ LOSSES = ("default", "surface", "uniform")
 #: Points per round: the learner is asked for this many at a time, they run together
 #: (one task per few points on a cluster), then are told back.
 ROUND_SIZE = 8
+
+#: Share of an adaptive sweep's points in its first round, a uniform cover of the ranges
+#: (:func:`cover_points`; the module's docstring says why).
+COVER = 0.25
 
 #: Time metrics whose NaN means "not before the horizon" (told as the horizon).
 HORIZON_METRICS = ("diverged_at", "blowup_time", "first_order_blowup_time")
@@ -124,6 +143,29 @@ def check_ranges(ranges: Mapping) -> dict[str, tuple[float, float, bool]]:
             raise ValueError(f"range of {name}: a log range needs lo > 0, got {lo}")
         out[name] = (lo, hi, bool(log))
     return out
+
+
+def cover_points(bounds: Sequence[tuple[float, float]], points: int,
+                 share: float = COVER) -> list[tuple[float, ...]]:
+    """The first round of an adaptive sweep of ``points`` points over ``bounds`` (one or
+    two ``(lo, hi)`` in the learner's coordinates): a uniform grid, the ends included, of
+    about ``share`` of the points — ``k`` values a side with ``k = ⌊√(share·points)⌋`` on
+    two settings, ``⌊share·points⌋`` on one, at least 3 (the ends and the middle) and at
+    most what ``points`` allows (``⌊√points⌋``, ``points``).
+
+    Returns
+    -------
+    list of tuple
+        The points in row-major order of the axes (the first setting slowest).
+    """
+    dims = len(bounds)
+    most = math.isqrt(points) if dims == 2 else points
+    k = math.isqrt(int(share * points)) if dims == 2 else int(share * points)
+    k = min(max(k, 3), most)
+    axes = [np.linspace(lo, hi, k) for lo, hi in bounds]
+    for axis, (lo, hi) in zip(axes, bounds, strict=True):
+        axis[0], axis[-1] = lo, hi
+    return [tuple(float(v) for v in p) for p in itertools.product(*axes)]
 
 
 def learning_value(name: str, result: Mapping, t_end: float, fallback: float) -> float:
@@ -208,7 +250,8 @@ class AdaptiveRun(SweepRun):
     def key(self) -> str:
         """The cache key (the ranges, points, round size, loss and learned metric in it)."""
         grid = {n: [lo, hi, "log" if log else "lin"] for n, (lo, hi, log) in self.ranges.items()}
-        grid["adaptive"] = [self.total, self.round_size, self.loss, self.learn]
+        grid["adaptive"] = [self.total, self.round_size, self.loss, self.learn, "cover",
+                            COVER]
         return sweep_key(self.base, grid, self.t_end, self.metrics, self.every)
 
     def point_settings(self, index: tuple[int, ...]) -> Settings:
@@ -229,7 +272,9 @@ class AdaptiveRun(SweepRun):
             return adaptive.Learner1D(None, bounds=bounds[0], loss_per_interval=loss)
         loss = {"default": learner2D.default_loss, "uniform": learner2D.uniform_loss,
                 "surface": learner2D.minimize_triangle_surface_loss}[self.loss]
-        return adaptive.Learner2D(None, bounds=bounds, loss_per_triangle=loss)
+        learner = adaptive.Learner2D(None, bounds=bounds, loss_per_triangle=loss)
+        learner.stack_size = 1  # each ask chosen afresh from all values told
+        return learner
 
     @staticmethod
     def _to_learner(value: float, log: bool) -> float:
@@ -276,9 +321,18 @@ class AdaptiveRun(SweepRun):
                 starter.close()
 
     def _ask(self, learner) -> list:
-        """The next round's points, as ``((k,), values)``; recorded in :attr:`samples`."""
-        n = min(self.round_size, self.total - len(self.samples))
-        us, _ = learner.ask(n)
+        """The next round's points, as ``((k,), values)``; recorded in :attr:`samples`.
+        The first round is the uniform cover (:func:`cover_points`), told to the learner
+        as pending."""
+        if not self.samples:
+            one = len(self.ranges) == 1
+            cover = cover_points([learner.bounds] if one else learner.bounds, self.total)
+            us = [u[0] for u in cover] if one else cover
+            for u in us:
+                learner.tell_pending(u)
+        else:
+            n = min(self.round_size, self.total - len(self.samples))
+            us, _ = learner.ask(n)
         out = []
         for u in us:
             k = len(self.samples)
@@ -317,7 +371,7 @@ class AdaptiveRun(SweepRun):
     def dataset(self):
         """The points so far as an ``xarray.Dataset`` along ``point`` (points asked but
         not run: ``cancelled``)."""
-        attrs = {"sampler": "adaptive", "learned": self.learn, "loss": self.loss,
+        attrs = {"sampler": "adaptive", "learned": self.learn, "loss": self.loss, "cover": COVER,
                  "round_size": self.round_size,
                  "ranges": "; ".join(f"{n}={lo}:{hi}:{'log' if log else 'lin'}"
                                      for n, (lo, hi, log) in self.ranges.items())}

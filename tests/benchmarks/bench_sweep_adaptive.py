@@ -13,12 +13,14 @@ a timed test; the figures are in tests/benchmarks/README.md).
   :func:`dynamics.sweeps.learning_value`): a wall between the two regimes.
 
 Every map is interpolated the same way: linearly on the Delaunay triangles of its points
-in the axes' log coordinates (as the Sweep tab draws an adaptive map). The adaptive map at
-N points is the first N points of one 256-point run (rounds of 8, the default, and of 4:
-the points an N-point run asks, its last round aside when N is no multiple of the round).
-The uniform grids are 8 × 8, 11 × 11 and 16 × 16 (and 6 × 6): the uniform points needed
-for an error are
-interpolated in log-log between them (extrapolated past 16 × 16 by the last two).
+in the axes' log coordinates (as the Sweep tab draws an adaptive map). An adaptive sweep's
+first round, its uniform cover, depends on its number of points N
+(:func:`dynamics.sweeps.cover_points`): each N of ``ADAPTIVE`` is a run of its own (rounds
+of 8, the default), and the adaptive points needed for an error are interpolated in
+log-log between those runs (the fewest measured whose error is at most it, and the
+interpolated figure). The uniform grids are 6 × 6, 8 × 8, 11 × 11 and 16 × 16: the uniform
+points needed for an error are interpolated in log-log between them (extrapolated past
+16 × 16 by the last two).
 
 Run: ``python tests/benchmarks/bench_sweep_adaptive.py`` (every sweep is cached in
 ``$ATTENTION_DYNAMICS_CACHE``, by default ``/tmp/adaptive-bench-cache``: a second run
@@ -51,8 +53,8 @@ MAPS = {
 REFERENCE = 32
 SIDES = (6, 8, 11, 16)
 BUDGETS = (64, 121, 256)
-#: Points per round of the adaptive runs (8: the default, ``ROUND_SIZE``).
-ROUND_SIZES = (8, 4)
+#: The adaptive runs (each its own sweep): the budgets, their halves, and between.
+ADAPTIVE = (32, 48, 60, 64, 90, 121, 128, 180, 256)
 
 
 def grid(ranges, n):
@@ -95,9 +97,11 @@ def uniform_needed(uniform: dict, err: float) -> float:
     return float(np.exp(np.interp(np.log(err), np.log(eu[order]), np.log(nu[order]))))
 
 
-def adaptive_needed(adaptive: dict, err: float) -> int | None:
-    """The fewest adaptive points whose map's RMS error is at most ``err``."""
-    return next((n for n, e in adaptive.items() if e <= err), None)
+def adaptive_needed(adaptive: dict, err: float) -> tuple[int | None, float]:
+    """Adaptive points for the RMS error ``err``: the fewest measured whose map's error is
+    at most ``err`` (None if none), and the log-log interpolation between the runs."""
+    fewest = next((n for n in sorted(adaptive) if adaptive[n] <= err), None)
+    return fewest, uniform_needed(adaptive, err)
 
 
 def main():
@@ -116,25 +120,26 @@ def main():
             ds = sweep(base, grid(ranges, n), t_end, **common)
             uniform[n * n] = rms(*values(ds, metric, t_end), ref_points, ref_z, lo, hi)
         adaptive = {}
-        for rounds in ROUND_SIZES:
+        for n in ADAPTIVE:
             t0 = time.perf_counter()
             ds = adaptive_sweep(base, {k: (a, b, "log") for k, (a, b) in ranges.items()},
-                                max(BUDGETS), t_end, round_size=rounds, **common)
-            print(f"[{name}] adaptive {max(BUDGETS)}, rounds of {rounds}: "
-                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr)
-            points, z = values(ds, metric, t_end)
-            adaptive[rounds] = {n: rms(points[:n], z[:n], ref_points, ref_z, lo, hi)
-                                for n in range(8, max(BUDGETS) + 1)}
+                                n, t_end, **common)
+            print(f"[{name}] adaptive {n}: {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
+            adaptive[n] = rms(*values(ds, metric, t_end), ref_points, ref_z, lo, hi)
         print(f"\n### {name}: {metric} (range of the reference {span:.4g})\n")
-        print("| points | uniform RMS | " + " | ".join(
-            f"adaptive RMS (rounds of {r}), its points for the uniform error, uniform points "
-            f"for its error" for r in ROUND_SIZES) + " |")
-        print("|---|---|" + "---|" * len(ROUND_SIZES))
+        print("| points | uniform RMS | adaptive RMS | adaptive / uniform | adaptive points for "
+              "the uniform error (fewest run; interpolated) | uniform points for the adaptive "
+              "error |")
+        print("|---|---|---|---|---|---|")
         for n in BUDGETS:
-            cells = [f"{adaptive[r][n]:.4g}, {adaptive_needed(adaptive[r], uniform[n])}, "
-                     f"≈ {uniform_needed(uniform, adaptive[r][n]):.0f}" for r in ROUND_SIZES]
-            print(f"| {n} | {uniform[n]:.4g} | " + " | ".join(cells) + " |")
+            fewest, interp = adaptive_needed(adaptive, uniform[n])
+            print(f"| {n} | {uniform[n]:.4g} | {adaptive[n]:.4g} | "
+                  f"{adaptive[n] / uniform[n]:.2f} | {fewest}; ≈ {interp:.0f} | "
+                  f"≈ {uniform_needed(uniform, adaptive[n]):.0f} |")
         print("\nuniform grids: " + ", ".join(f"{n}: {e:.4g}" for n, e in uniform.items()))
+        print("adaptive runs: " + ", ".join(f"{n}: {e:.4g}" for n, e in adaptive.items()),
+              flush=True)
 
 
 if __name__ == "__main__":
