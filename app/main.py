@@ -1,4 +1,7 @@
-"""Servable entry point: ``panel serve app/main.py``."""
+"""Servable entry point: ``panel serve app/main.py`` (``--args --max-fps N``: every
+session's default frame cap, :func:`app.serving.playback.server_max_fps`)."""
+
+import sys
 
 import panel as pn
 import scipy.linalg  # noqa: F401 (loads SciPy's own BLAS, which the limit below must reach)
@@ -11,6 +14,7 @@ threadpool_limits(1)
 from panel.io.resources import LOCAL_DIST  # noqa: E402
 
 from app import Dashboard  # noqa: E402 (after limiting the BLAS threads)
+from app.serving.playback import server_max_fps  # noqa: E402
 
 # Panel's components link their stylesheets from its CDN until the page of the session is
 # rendered, where the links are turned to the server's copy; a session created while
@@ -19,5 +23,9 @@ from app import Dashboard  # noqa: E402 (after limiting the BLAS threads)
 if pn.state.curdoc is not None:  # (none when the file is run outside a server)
     pn.state.curdoc._template_variables.setdefault("dist_url", LOCAL_DIST)
 pn.extension("katex")
+
+max_fps = server_max_fps(sys.argv[1:])  # (the arguments after ``panel serve … --args``)
+if max_fps is not None:  # the default, not a setting of the page: a URL leaves it out
+    Dashboard.param.max_fps.default = max_fps
 
 Dashboard().servable(title="Nonequilibrium attention dynamics")

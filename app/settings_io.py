@@ -25,7 +25,7 @@ from .models import applies, main_model_problem, spec
 from .serving import server, urlstate
 
 #: Dashboard parameters that are also synced to the URL.
-VIEW_PARAMS = ("steps_per_frame", "compare", "tour_step", "projector")
+VIEW_PARAMS = ("steps_per_frame", "max_fps", "compare", "tour_step", "projector")
 #: What the preset menu shows when the settings are no preset's (issue #27, item 7).
 CUSTOM = "— your own settings —"
 

@@ -111,12 +111,14 @@ class Server:
 @contextlib.contextmanager
 def served(log_path: Path, app: str = "app/main.py", timeout: float = 180,
            root: Path = ROOT, flags: tuple[str, ...] = QUICK_EXPIRY,
-           env: dict[str, str] | None = None) -> Iterator[Server]:
+           env: dict[str, str] | None = None,
+           max_fps: float | None = None) -> Iterator[Server]:
     """``panel serve app`` (a path relative to ``root``, the working directory) with the
     README's flags on a free loopback port, and ``flags`` (default
     :data:`QUICK_EXPIRY`; :func:`classroom_flags` for a class); ``env``: environment
     variables added for the server (e.g. ``PANEL_LOG_LEVEL=info``: sessions created and
-    destroyed are logged).
+    destroyed are logged); ``max_fps``: the sessions' default frame cap (the app's
+    ``--args --max-fps``; ``None``: the app's own).
 
     Yields once the page answers (``RuntimeError`` with the log if it does not within
     ``timeout`` s); terminates the server on exit. The log goes to ``log_path``.
@@ -127,7 +129,8 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 180,
             [str(Path(sys.executable).with_name("panel")), "serve", app,
              "--address", "127.0.0.1", "--port", str(port),
              "--allow-websocket-origin", f"127.0.0.1:{port}",
-             "--allow-websocket-origin", f"localhost:{port}", *flags],
+             "--allow-websocket-origin", f"localhost:{port}", *flags,
+             *(("--args", "--max-fps", f"{max_fps:g}") if max_fps is not None else ())],
             cwd=root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         server = Server(f"http://127.0.0.1:{port}/{Path(app).stem}", port, proc,
                         Path(log_path))

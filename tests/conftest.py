@@ -117,11 +117,17 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"  {seconds:7.2f}s  {nodeid}", red=True)
 
 
+#: The browser tier's longest tests (a minute or more each), run first: with the tier in
+#: two processes (``scripts/run_tests.py``) a long test started last would run alone at
+#: the end while the other process idles.
+LONGEST_FIRST = ("tests/ui/test_lecture_browser.py", "tests/ui/test_classroom.py",
+                 "test_sessions_start_and_stop_their_callbacks",
+                 "test_every_lab_preset_draws_its_plots")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under ``pytest -n 2 --dist loadgroup`` the browser tier would run in one worker, in
-    order, on one served app, beside the fast tier in the other (the README's command runs
-    the browser tier on its own instead, after the fast tier in two processes: beside it,
-    browser tests were slower and less steady). Without xdist the mark does nothing."""
-    for item in items:
-        if "ui" in item.keywords:
-            item.add_marker(pytest.mark.xdist_group("browser"))
+    """The longest tests first (:data:`LONGEST_FIRST`), the others in their order."""
+    def rank(item):
+        return next((i for i, name in enumerate(LONGEST_FIRST) if name in item.nodeid),
+                    len(LONGEST_FIRST))
+    items.sort(key=rank)  # (stable: the rest keep their order)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from app.dashboard import Dashboard
 from app.serving import pacing
 from app.serving.pacing import (
     BUSY_TARGET,
@@ -21,6 +22,7 @@ from app.serving.pacing import (
     FrameGovernor,
     LoopMonitor,
 )
+from app.serving.playback import server_max_fps
 
 
 def test_high_lag_shrinks_the_scale_geometrically_and_the_cap_stops_at_the_floor():
@@ -148,8 +150,6 @@ def test_loop_monitor_sees_a_blocked_loop_and_stops_when_nobody_plays():
 
 
 def test_without_a_server_the_dashboard_cap_is_its_max_fps():
-    from app.dashboard import Dashboard
-
     dash = Dashboard(max_fps=17.0)
     assert dash.frame_cap() == 17.0
 
@@ -232,3 +232,24 @@ def test_late_calls_do_not_lower_a_capped_sessions_frame_rate(monkeypatch):
         assert MIN_FPS * 0.95 <= fps <= MIN_FPS * 1.05, fps
     finally:
         gov.scale = 1.0
+
+
+def test_a_servers_max_fps_argument_is_read_and_bad_ones_are_refused():
+    """``panel serve app/main.py --args --max-fps N``: N within the cap's bounds."""
+    assert server_max_fps([]) is None
+    assert server_max_fps(["--max-fps", "12"]) == 12.0
+    lo, hi = Dashboard.param.max_fps.bounds
+    assert server_max_fps(["--max-fps", str(hi)]) == hi
+    for bad in (["--max-fps", "0"], ["--max-fps", str(hi + 1)], ["--max-fps", "nan"],
+                ["--max-fps", "fast"], ["--max-fps"], ["--fps", "12"],
+                ["--max-fps", "12", "--max-fps", "13"]):
+        with pytest.raises(ValueError, match="max-fps"):
+            server_max_fps(bad)
+
+
+def test_a_page_may_ask_for_its_own_frame_cap_in_its_url():
+    dash = Dashboard(query={"max_fps": "8"}, playing=False)
+    assert dash.max_fps == 8.0 and dash.frame_cap() == 8.0 and "max_fps" in dash.query
+    refused = Dashboard(query={"max_fps": "500"}, playing=False)
+    assert refused.max_fps == Dashboard.param.max_fps.default
+    assert "max_fps" in refused.notice and "at most 120" in refused.notice

@@ -365,3 +365,23 @@ class Playback(RunEnd, Session):
             cb.start()
         elif not run and cb.running:
             cb.stop()
+
+
+def server_max_fps(argv: list[str]) -> float | None:
+    """The ``--max-fps N`` of a server's ``panel serve app/main.py --args --max-fps N``:
+    every session's default frame cap (a page may still ask for another with
+    ``?max_fps=``); ``None`` when not given. A weak laptop driving a projector, or a
+    server shared by a class, draws fewer frames with the same runs. ``ValueError`` for
+    a value outside the cap's bounds (``Playback.max_fps``) or an unknown argument."""
+    if not argv:
+        return None
+    if len(argv) != 2 or argv[0] != "--max-fps":
+        raise ValueError(f"app/main.py takes only --max-fps N after --args, got {argv!r}")
+    lo, hi = Playback.param.max_fps.bounds
+    try:
+        value = float(argv[1])
+    except ValueError:
+        value = float("nan")
+    if not lo <= value <= hi:
+        raise ValueError(f"--max-fps must be a number in [{lo:g}, {hi:g}], got {argv[1]!r}")
+    return value

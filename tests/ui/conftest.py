@@ -83,13 +83,21 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": VIEWPORT}
 
 
+#: The shared server's frame cap (``--args --max-fps``). A page streaming at the app's
+#: default 40 frames/s keeps headless Chromium drawing a core's worth; at 12 the same runs
+#: draw the same plots for under half the CPU (a frame's content does not change with the
+#: cap). The frame-rate tests run on servers of their own at the default.
+MAX_FPS = 12
+
+
 @pytest.fixture(scope="session")
 def app_server(tmp_path_factory):
-    """The one ``panel serve app/main.py`` (README flags, :func:`serving.served`) that the
-    browser tier shares: a :class:`serving.Server` (URL, process, log). A test that reads
-    the log reads what was logged during it (``Server.log(since)``, ``errors(since)``).
-    At the end of the session its log has no Traceback."""
-    with served(tmp_path_factory.mktemp("serve") / "panel.log") as srv:
+    """The one ``panel serve app/main.py`` (README flags, :func:`serving.served`, frames
+    capped at :data:`MAX_FPS`) that the browser tier shares: a :class:`serving.Server`
+    (URL, process, log). A test that reads the log reads what was logged during it
+    (``Server.log(since)``, ``errors(since)``). At the end of the session its log has no
+    Traceback."""
+    with served(tmp_path_factory.mktemp("serve") / "panel.log", max_fps=MAX_FPS) as srv:
         yield srv
     # Tornado logs a write racing a browser closing its socket (nothing the app does
     # or can catch: the write is an internal task of tornado's websocket); ignore only that.

@@ -31,8 +31,8 @@ pytestmark = [pytest.mark.ui, pytest.mark.slow]
 TOUR = load_tour()
 STEPS = TOUR["steps"]
 #: Integrator steps per frame while walking (the page's speed setting): a step's run
-#: reaches its end in 20–40 frames.
-SPEED = 40
+#: reaches its end in 5–10 frames (the shared server sends 12 frames/s, conftest.MAX_FPS).
+SPEED = 160
 #: Longest wait for one step's run to reach its end (s).
 STEP_TIMEOUT = 45
 #: Longest wait for a lab step's plots to draw (s; the lab runs its experiments at once),
