@@ -554,3 +554,34 @@ def test_next_and_back_between_a_seeded_run_and_a_sentence_relabel_every_token()
     d.tour.back.clicks += 1
     assert d.tour_step == 1
     check(words=False)
+
+
+# -- issue #35 review: the plots a step's text names are on the screen --------------------
+@pytest.mark.parametrize("projector", [False, True], ids=["page", "projector"])
+def test_every_step_shows_every_plot_its_text_names_and_scrolls_to_the_first(projector):
+    """Each step names the plots its text speaks of (``plots``, the evidence first); every
+    one is shown at that step, in projector mode too (which keeps fewer, larger plots:
+    the real-head step's lag on its log axis beside A and A*, the reduced-model step's
+    distance plot), and the page scrolls the first into view when the step opens."""
+    from app.lab.plot_area import NAMES as LAB_PLOTS
+    from app.mainview.layout import PLOT_NAMES
+
+    query = {"tour_step": "1", **({"projector": "true"} if projector else {})}
+    d = Dashboard(playing=False, query=query)
+    d.__panel__()
+    for number, step in enumerate(TOUR["steps"], 1):
+        d.tour_step = number
+        names = step["plots"]
+        lab = step.get("tab") == "lab"
+        assert names and set(names) <= set(LAB_PLOTS if lab else PLOT_NAMES), number
+        if lab:
+            named = [d.lab.plot_area.figures[n] for n in names]
+            shown = d.lab.shown_figures()
+        else:
+            named = d.tour.named_figures()
+            shown = [f for f in d.plot_panes if f.visible]
+            if projector:
+                assert set(shown) == set(d.projector_mode.shown_figures()), number
+        missing = [n for n, f in zip(names, named, strict=True) if f not in shown]
+        assert not missing, f"step {number} names {missing}, not shown"
+        assert d.tour.scroll.target == named[0].id

@@ -32,7 +32,11 @@ FONT, TITLE_FONT, LEGEND_FONT = "18px", "20px", "15px"
 #: first row, the time series in the second; with the tour's banner the two rows end
 #: above 720 px in a 1280×720 window.
 SIZES = {"heatmap": (300, 230), "tokens": (620, 230), "series": (612, 236),
-         "sphere": (612, 222), "word_heatmap": (540, 460)}
+         "sphere": (612, 222), "word_heatmap": (540, 460),
+         # a sentence with the time series its tour step names, in one row: A with the
+         # words of the rows, A* beside it with its colour bar (one colour scale for
+         # both; its rows are A's), each word's row and column 20 px at N = 16
+         "word_attention": (430, 460), "word_softmax": (400, 460), "word_series": (366, 460)}
 #: The side (px at scale 1) of the square frame of the tokens on the sphere: the unit
 #: circle stays round (the row's height, less its title and axis).
 SPHERE_FRAME = 150
@@ -58,6 +62,8 @@ ROWS_HEIGHT = SIZES["tokens"][1] + SIZES["series"][1] + 2 * 8
 #: The same for the words' layout (A and A* alone, in one row: :meth:`Projector.layout`).
 WORD_ROW_WIDTH = 2 * SIZES["word_heatmap"][0] + 2 * 12
 WORD_ROWS_HEIGHT = SIZES["word_heatmap"][1] + 8
+WORD_SERIES_ROW_WIDTH = sum(SIZES[k][0] for k in ("word_attention", "word_softmax",
+                                                  "word_series")) + 3 * 12
 SLACK_WIDTH, SLACK_HEIGHT = 48, 250
 #: The controls in projector mode: a drawer at the window's right edge, over the plots
 #: (the button opening and closing it stays free at the left), scrolling on its own.
@@ -133,6 +139,7 @@ class Projector:
         self.window = WindowSize(width=0, height=0, margin=0)  # (placed on the page)
         self.window.param.watch(locked(self._on_resize), ["inner_width", "inner_height"])
         self._scale = 1.0  # the scale projector mode was done at
+        self._kept = ()  # the plots it keeps
 
     @property
     def scale(self) -> float:
@@ -144,8 +151,11 @@ class Projector:
         w, h = self.window.inner_width, self.window.inner_height
         if not w or not h:
             return 1.0
-        row_width, rows_height = ((WORD_ROW_WIDTH, WORD_ROWS_HEIGHT)
-                                  if self.layout() == "words" else (ROW_WIDTH, ROWS_HEIGHT))
+        if self.layout() == "words":
+            row_width = WORD_SERIES_ROW_WIDTH if self._word_series() else WORD_ROW_WIDTH
+            row_width, rows_height = row_width, WORD_ROWS_HEIGHT
+        else:
+            row_width, rows_height = ROW_WIDTH, ROWS_HEIGHT
         ratio = min((w - SLACK_WIDTH) / row_width, (h - SLACK_HEIGHT) / rows_height)
         return min(max(1.0, 0.05 * int(ratio / 0.05 + 1e-9)), MAX_SCALE)
 
@@ -173,19 +183,45 @@ class Projector:
             return "sphere"
         return "words" if d.real_heads.has_words else "default"
 
+    def _named_series(self) -> list:
+        """The time series the tour step shown names (the lag on its log axis)."""
+        d = self.dashboard
+        return [f for f in d.tour.named_figures(log_kl=True) if f in d.timeseries.figures]
+
+    def _word_series(self):
+        """The time series kept beside a sentence's A and A* (the first the tour step
+        names), or ``None``."""
+        series = self._named_series()
+        return series[0] if series else None
+
     def shown_figures(self):
         """The plots of the main tab kept in projector mode: the clustering view's four
-        on the sphere; A(t) beside A*(t) alone, large, where words label them (each
-        word's row and column readable at :data:`FONT`); otherwise A(t) beside A*(t),
-        the tokens, the lag and the energy balance."""
+        on the sphere; A(t) beside A*(t), large, where words label them (each word's row
+        and column readable at :data:`FONT`), with the time series a tour step names
+        beside them; otherwise A(t) beside A*(t), the tokens, then two time series: those
+        a tour step names (its text speaks of them), else the lag and the energy balance.
+        """
         d = self.dashboard
         layout = self.layout()
         if layout == "sphere":
             return d.clustering.figures[:4]
         if layout == "words":
-            return (d.heatmaps.fig_attention, d.heatmaps.fig_softmax)
+            series = self._word_series()
+            return (d.heatmaps.fig_attention, d.heatmaps.fig_softmax,
+                    *((series,) if series is not None else ()))
+        ts = d.timeseries
+        series = [f for f in dict.fromkeys([*self._named_series(), ts.fig_kl_log,
+                                            ts.fig_energy]) if f not in ts.empty]
         return (d.heatmaps.fig_attention, d.heatmaps.fig_softmax, d.trajectories.fig,
-                d.timeseries.fig_kl_log, d.timeseries.fig_energy)
+                *series[:2])
+
+    def follow(self) -> None:
+        """Projector mode done again if the plots it keeps changed (a tour step that
+        names other plots at the same settings: no new run did it)."""
+        if self._saved and self.dashboard.projector and self._kept != tuple(
+                self.shown_figures()):
+            self.apply(False)
+            self.apply(True)
 
     def _size(self, fig) -> tuple[int, int]:
         d = self.dashboard
@@ -193,6 +229,9 @@ class Projector:
             return SPHERE_FRAME + 110, SIZES["sphere"][1]
         if d.clustering.mode == "on_sphere":
             return SIZES["sphere"]
+        if self.layout() == "words" and self._word_series() is not None:
+            return SIZES[{d.heatmaps.fig_attention: "word_attention",
+                          d.heatmaps.fig_softmax: "word_softmax"}.get(fig, "word_series")]
         if fig in (d.heatmaps.fig_attention, d.heatmaps.fig_softmax):
             return SIZES["word_heatmap" if self.layout() == "words" else "heatmap"]
         if fig is d.trajectories.fig:
@@ -219,7 +258,7 @@ class Projector:
             return
         if self._saved:
             return
-        kept = self.shown_figures()
+        kept = self._kept = tuple(self.shown_figures())
         titles = self._short_titles()
         series = [f for f in kept if f not in (d.heatmaps.fig_attention, d.heatmaps.fig_softmax,
                                                d.clustering.fig_similarity)]
@@ -247,6 +286,12 @@ class Projector:
                     ticker = axis.ticker
                     if getattr(ticker, "desired_num_ticks", 0) > SERIES_TICKS:
                         self._set(ticker, desired_num_ticks=SERIES_TICKS)
+        if self.layout() == "words" and self._word_series() is not None:
+            # A and A* share their rows' words and one colour scale: A* without the
+            # words, A without the colour bar (room for the time series beside them)
+            self._set(d.heatmaps.fig_softmax.yaxis[0], visible=False)
+            for bar in d.heatmaps.fig_attention.select(ColorBar):
+                self._set(bar, visible=False)
         sphere = d.clustering.fig_tokens
         if sphere in kept:  # a square frame: the unit circle round, not cut
             side = round(SPHERE_FRAME * scale)

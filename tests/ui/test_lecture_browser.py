@@ -7,7 +7,8 @@ what a class would see: every visible plot shows data (not only axes and legends
 page does not scroll sideways, in projector mode the page fits the screen, no run says
 "diverged" or "failed", and the run on the plots spans the step from t = 0 to its end
 (the evidence the text speaks of has not scrolled away; the quench step: its jump in the
-energy plot's range).
+energy plot's range); the plot the step's text names first (its ``plots``) is in view
+when the step opens — scrolled there in the page, kept by projector mode — and shows data.
 
 Cheap by design: one server, one page, the steps reached by Next; the page's own speed
 setting (``steps_per_frame`` in the URL) brings each run to its end in a few dozen
@@ -22,7 +23,13 @@ import re
 import time
 
 import pytest
-from pixels import MIN_PIXELS, assert_fits_viewport, assert_no_sideways_scroll, plots_data
+from pixels import (
+    MIN_PIXELS,
+    assert_fits_viewport,
+    assert_no_sideways_scroll,
+    plot_frames,
+    plots_data,
+)
 
 from app.teaching.tour import load_tour
 
@@ -61,6 +68,34 @@ SERIES = """
 """
 
 
+#: Page script: the id of the plot the tour's step names first (the tour's scroller's
+#: target), or null.
+FOCUS = """
+() => {
+  for (const m of Bokeh.documents[0]._all_models.values()) {
+    const d = m.data;
+    if (d != null && typeof d === "object" && "target" in d && "count" in d) return d.target;
+  }
+  return null;
+}
+"""
+#: Longest wait for the step's first plot to come into view (s).
+FOCUS_TIMEOUT = 15
+
+
+def _focus_frame(page) -> dict | None:
+    """The frame of the plot the step names first, if it lies wholly in the viewport."""
+    target = page.evaluate(FOCUS)
+    view = page.viewport_size
+    for frame in plot_frames(page):
+        if frame["id"] == target and frame["width"] > 0 and frame["height"] > 0:
+            inside = (frame["x"] >= 0 and frame["y"] >= 0
+                      and frame["x"] + frame["width"] <= view["width"]
+                      and frame["y"] + frame["height"] <= view["height"])
+            return frame if inside else None
+    return None
+
+
 def _visible_text(page, pattern) -> list[str]:
     found = []
     for loc in page.get_by_text(pattern).all():
@@ -87,6 +122,10 @@ def _check_step(page, number: int, projector: bool) -> list[str]:
     step = STEPS[number - 1]
     lab = step.get("tab", "main") == "lab"
     problems = []
+    # before anything here scrolls (the pixels' reading does): the plot the text names
+    # first is brought into view as the step opens (its data: read below with the rest)
+    if not _wait(page, lambda: _focus_frame(page) is not None, timeout=FOCUS_TIMEOUT):
+        problems.append(f"the plot the step names first ({step['plots'][0]}) is not in view")
     if lab:
         drawn = _wait(page, lambda: all(v >= MIN_PIXELS for v in plots_data(page).values()),
                       timeout=LAB_TIMEOUT, poll=LAB_POLL)
