@@ -585,3 +585,32 @@ def test_every_step_shows_every_plot_its_text_names_and_scrolls_to_the_first(pro
         missing = [n for n, f in zip(names, named, strict=True) if f not in shown]
         assert not missing, f"step {number} names {missing}, not shown"
         assert d.tour.scroll.target == named[0].id
+
+
+def test_the_noise_step_draws_the_predicted_level_and_keeps_the_axis_on_the_lag():
+    """Step 3: the dashed line of the predicted stationary lag ½ s² Σᵢ(1 − Σⱼ A*ᵢⱼ²)
+    (s² = σ²/2λ) on the KL plots, and no tracking bound (~600 there, it squashed the lag
+    of ~0.5 to the axis's foot): the axis spans the lag. Replay keeps it so; the next
+    step has its bound again."""
+    number = _step_of("Attention at rest under noise")
+    d = Dashboard(playing=False, query={"tour_step": str(number)})
+    d.__panel__()
+    s, ts = d.settings, d.timeseries
+    predicted = small_noise_kl(Simulation(Settings(**presets_module.preset_values(
+        PRESETS["Attention at rest under noise"]))).frame().softmax,
+        stationary_variance(s.logit_noise, s.gamma / s.beta))
+    for fig in (ts.fig_kl, ts.fig_kl_log):
+        (span, label) = ts.guides.level_lines[fig]
+        assert span.visible and span.location == pytest.approx(predicted, rel=1e-12)
+        assert label.visible and f"{predicted:.3g}" in label.text
+    for _ in range(2):  # the step's run, then its Replay
+        while d.sim.t < 6.0:
+            d.tick()
+        kl = np.asarray(ts.source.data["kl"])[np.asarray(ts.source.data["t"]) >= 3.0]
+        assert not ts.lines["kl_bound_log"].visible and not ts.lines["kl_bound"].visible
+        assert ts.legend_items["kl_bound_log"].visible is False
+        y = ts.fig_kl_log.y_range
+        assert y.start <= predicted <= y.end and y.end < 10 * kl.max()  # the lag fills it
+        d.replay()
+    d.tour_step = number + 1
+    assert ts.lines["kl_bound_log"].visible and not ts.guides.level_lines[ts.fig_kl_log][0].visible

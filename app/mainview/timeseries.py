@@ -30,7 +30,7 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import ColumnDataSource, Label, LinearAxis, Range1d
+from bokeh.models import CDSView, ColumnDataSource, CustomJSFilter, Label, LinearAxis, Range1d
 from bokeh.palettes import Category10_10 as C
 
 from app.models import not_applicable, spec
@@ -61,6 +61,17 @@ RIGHT_AXIS = ("momentum",)
 KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K", "momentum term"
 
 
+def above_floor(column: str) -> CDSView:
+    """The rows of ``column`` above :data:`LOG_FLOOR`: a lag of 0 (a run that starts at
+    A = A*, a bound of 0 before the features move) is stored at the floor, and a log
+    axis's line drawn through it fell from the curve to the axis's foot; it is left out
+    (the line starts at the first lag above the floor, as a log axis can show)."""
+    return CDSView(filter=CustomJSFilter(code=f"""
+      const v = source.data["{column}"], keep = [];
+      for (let i = 0; i < v.length; i++) {{ if (v[i] > {LOG_FLOOR!r}) keep.push(i); }}
+      return keep;"""))
+
+
 def _finite(x) -> float:
     x = float(x)
     return x if math.isfinite(x) else 0.0
@@ -83,12 +94,14 @@ class TimeSeries(pn.viewable.Viewer):
         self.fig_kl_log = time_figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)", "KL (nats)",
                                       y_axis_type="log")
         for fig, suffix in ((self.fig_kl, ""), (self.fig_kl_log, "_log")):
+            views = ({"view": above_floor("kl_log")}, {"view": above_floor("kl_bound_log")}
+                     ) if suffix else ({}, {})
             self.lines["kl" + suffix] = fig.line(
                 "t", "kl" + suffix, source=src, color=C[0], line_width=2,
-                legend_label="Σ KL(Aᵢ‖A*ᵢ)")
+                legend_label="Σ KL(Aᵢ‖A*ᵢ)", **views[0])
             self.lines["kl_bound" + suffix] = fig.line(
                 "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
-                line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
+                line_width=2, legend_label="tracking bound Σ Bᵢ²/8", **views[1])
             legend_below(fig, ncols=2, label_width=100)
 
         self.fig_energy = time_figure(ENERGY_TITLE, "energy (score units)", height=300)
@@ -149,6 +162,8 @@ class TimeSeries(pn.viewable.Viewer):
             fig.on_event(Reset, lambda event, ranges=ranges: self._follow(ranges))
         # the plots none of whose lines the model has (not shown)
         self._empty = frozenset()
+        self._model = None  # the model whose lines are drawn (set_model)
+        self._left_out = frozenset()  # lines a tour step's guide leaves out (hide_lines)
         self._distance_on = False
         # mid-run setting changes: rows of one source, a line, a band and a label each
         self.change_markers = ChangeMarkers((self.fig_energy, self.fig_kl, self.fig_kl_log))
@@ -203,11 +218,8 @@ class TimeSeries(pn.viewable.Viewer):
         """Legends and lines by what model ``model``'s spec says of its diagnostics
         (:func:`legend_states`); a plot with no line left is hidden (:attr:`empty`), and
         the energy plot's right-hand axis is named by what its line draws."""
-        for key, (label, drawn, listed) in legend_states(model, self._labels).items():
-            item = self._legend_items[key]
-            item.label = value(label)
-            self.lines[key].visible = drawn
-            item.visible = listed
+        self._model = model
+        self._set_lines()
         missing, zero = set(not_applicable(model)), set(spec(model).identically_zero)
         self.right_axis.visible = self.lines["momentum"].visible
         self.right_axis.axis_label = (MOMENTUM_AXIS if "kinetic_energy" in missing
@@ -218,6 +230,22 @@ class TimeSeries(pn.viewable.Viewer):
         for fig in self.figures:
             if fig.visible != self._wanted(fig):
                 self._show(fig, self._wanted(fig))
+
+    def _set_lines(self) -> None:
+        for key, (label, drawn, listed) in legend_states(self._model, self._labels).items():
+            item = self._legend_items[key]
+            item.label = value(label)
+            self.lines[key].visible = drawn and key not in self._left_out
+            item.visible = listed and key not in self._left_out
+
+    def hide_lines(self, keys) -> None:
+        """Leave out the lines ``keys`` (a tour step's annotation asks it: its guide's
+        axis stays on what it is about), the others as the model has them; the plots
+        shown stay as they are."""
+        self._left_out = frozenset(keys)
+        if self._model is not None:
+            self._set_lines()
+        self.fit_ranges()
 
     def clear(self) -> None:
         """Empty the buffers (a new run)."""

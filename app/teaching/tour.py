@@ -29,6 +29,7 @@ about still on the plots; the banner shows the time against that end and a Repla
 from __future__ import annotations
 
 import json
+import math
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from app.mainview.guides import ANNOTATIONS
 from app.mainview.layout import PLOT_NAMES, named_figures
 from app.serving.resources import asset, read_asset
 from app.serving.server import locked
+from dynamics.noise import small_noise_kl, stationary_variance
 
 #: The tour shipped with the app.
 TOUR_FILE = asset("tours", "lecture.json")
@@ -374,7 +376,12 @@ class Tour(pn.viewable.Viewer):
             dashboard.load_preset(preset)
             dashboard.run_end = step.get("t_end", preset.get("t_end"))
             s = dashboard.settings
-            dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)
+            annotations = step.get("annotations", [])
+            level = math.nan  # the noise's predicted level (Theory page: stochastic logits)
+            if "noise_level" in annotations:
+                level = small_noise_kl(dashboard.sim.frame().softmax,
+                                       stationary_variance(s.logit_noise, s.gamma / s.beta))
+            dashboard.timeseries.guides.show(annotations, s.gamma / s.beta, level)
             projector = getattr(dashboard, "projector_mode", None)
             if projector is not None and dashboard.projector:
                 projector.follow()  # (the same preset as the step before: no new run)
