@@ -614,3 +614,32 @@ def test_the_noise_step_draws_the_predicted_level_and_keeps_the_axis_on_the_lag(
         d.replay()
     d.tour_step = number + 1
     assert ts.lines["kl_bound_log"].visible and not ts.guides.level_lines[ts.fig_kl_log][0].visible
+
+
+def test_the_tour_texts_write_maths_as_a_class_reads_it():
+    """No raw underscores (W_V, λ_max) or ASCII maths in a step's text or in the caption
+    of a preset it opens (they are read off a projector): subscripts are Unicode (Wᵥ,
+    λₘₐₓ, A*ᵢⱼ), as the rest of the tour writes them."""
+    import re
+
+    lab_captions = {p["name"]: p["caption"] for p in load_lab_presets()[0]}
+    for number, step in enumerate(TOUR["steps"], 1):
+        texts = [step["title"], step["text"],
+                 PRESETS[step["preset"]].get("caption", "") if "preset" in step
+                 else lab_captions[step["lab_preset"]]]
+        for text in texts:
+            raw = re.findall(r"\S*[^\s⌈]_[^\s]\S*", text.replace("T_θ", ""))
+            assert not raw, f"step {number}: {raw}"
+
+
+def test_the_two_blow_up_steps_say_what_their_runs_show():
+    """Step 16's plot already shows the momentum flow (no friction) blowing up at π/√2
+    beside the first-order Tₘₐₓ = 1, so its text says so; step 17 adds friction and
+    blows up later still: each number said is the run's."""
+    first = lab_preset_run(TOUR["steps"][15]["lab_preset"])
+    damped = lab_preset_run(TOUR["steps"][16]["lab_preset"])
+    assert first.first_order_time == pytest.approx(1.0, rel=1e-3)
+    assert first.accelerated_time == pytest.approx(math.pi / math.sqrt(2), rel=1e-3)
+    assert "2.22" in TOUR["steps"][15]["text"] and "2.22" in TOUR["steps"][16]["text"]
+    assert f"{damped.accelerated_time:.2f}" in TOUR["steps"][16]["text"]
+    assert damped.accelerated_time > first.accelerated_time > first.first_order_time

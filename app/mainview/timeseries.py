@@ -131,10 +131,10 @@ class TimeSeries(pn.viewable.Viewer):
             "t", "dissipation_rate", source=src, color=C[4], line_width=2,
             legend_label="D(t)")
         self.fig_distance = time_figure("Distance to the reduced (softmax-slaved) model",
-                                        "‖X − X_reduced‖")
+                                        "‖X − Xᵣ‖")
         self.lines["distance"] = self.fig_distance.line(
             "distance_t", "distance", source=src, color=C[5], line_width=2,
-            legend_label="‖X − X_reduced‖ (Frobenius)")
+            legend_label="‖X − Xᵣ‖, Xᵣ: the reduced run")
         for fig in (self.fig_rate, self.fig_distance):
             legend_below(fig, ncols=1)
         self.figures = (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
