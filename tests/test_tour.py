@@ -643,3 +643,45 @@ def test_the_two_blow_up_steps_say_what_their_runs_show():
     assert "2.22" in TOUR["steps"][15]["text"] and "2.22" in TOUR["steps"][16]["text"]
     assert f"{damped.accelerated_time:.2f}" in TOUR["steps"][16]["text"]
     assert damped.accelerated_time > first.accelerated_time > first.first_order_time
+
+
+def test_projector_heatmaps_number_fewer_tokens_so_their_labels_stay_apart():
+    """At N = 16 the 300 px heatmaps numbered every second token at 18 px: "10", "12",
+    "14" ran together ("101214"). Projector mode numbers at most five (0, 5, 10, 15),
+    after a new run too, and gives the page's ticks back when off."""
+    d = Dashboard(playing=False, query={"tour_step": "10"})
+    d.__panel__()
+    fig = d.heatmaps.fig_attention
+    assert d.settings.n_tokens == 16
+    before = list(fig.xaxis[0].ticker.ticks)
+    d.projector = True
+    for _ in range(2):  # as opened, then after a new run (Replay)
+        for f in (fig, d.heatmaps.fig_softmax):
+            for axis in (f.xaxis[0], f.yaxis[0]):
+                assert list(axis.ticker.ticks) == [0, 5, 10, 15]
+        d.replay()
+        d.tick()
+    d.projector = False
+    assert list(fig.xaxis[0].ticker.ticks) == before and len(before) > 5
+
+
+def test_in_plot_labels_are_large_and_never_crossed_out():
+    """Step 1's slope label sat under its own dashes and the quench step's β marker was
+    10 pt grey: the guides' and markers' labels are 12 pt on a white ground, above the
+    slope's dashes; in projector mode the time series' labels are at the axes' 18 px."""
+    from bokeh.models import Label, LabelSet
+
+    d = Dashboard(playing=False, query={"tour_step": "1"})
+    d.__panel__()
+    ts = d.timeseries
+    labels = [x for f in (ts.fig_kl_log, ts.fig_energy)
+              for x in (*f.select(Label), *f.select(LabelSet)) if x is not ts.diverged_note]
+    assert labels
+    for label in labels:
+        assert label.text_font_size == "12pt" and label.background_fill_color is not None
+    assert ts.guides.slope_label.y_offset > 0
+    d.projector = True
+    for label in labels:
+        assert int(label.text_font_size.removesuffix("px")) >= 18
+    d.projector = False
+    assert all(label.text_font_size == "12pt" for label in labels)

@@ -38,6 +38,9 @@ GUIDE_LENGTH = 12.0
 TIGHT = 0.1
 #: Guide colours (dark enough for a projector).
 GUIDE_COLOR, TIGHT_COLOR = "#111111", "#d62728"
+#: The guides' labels: on a white ground, so that no line crosses them out.
+LABEL_STYLE = {"text_font_size": "12pt", "text_color": GUIDE_COLOR,
+               "background_fill_color": "white", "background_fill_alpha": 0.85}
 
 
 class Guides:
@@ -55,17 +58,17 @@ class Guides:
         self.slope_line = fig.line("t", "kl", source=self.slope, color=GUIDE_COLOR,
                                    line_dash="dashed", line_width=2, level="overlay",
                                    visible=False)
-        self.slope_label = Label(x=0, y=0, text="", text_font_size="11pt",
-                                 text_color=GUIDE_COLOR, x_offset=6, visible=False)
+        # above the dashes, on white: drawn under them it was crossed out
+        self.slope_label = Label(x=0, y=0, text="", x_offset=8, y_offset=12, visible=False,
+                                 **LABEL_STYLE)
         fig.add_layout(self.slope_label)
         self.tight = ColumnDataSource({"t": [], "bound": []})
         self.tight_points = fig.scatter("t", "bound", source=self.tight, size=6,
                                         color=TIGHT_COLOR, alpha=0.6, visible=False)
         self.zero = Span(location=0.0, dimension="width", line_color=GUIDE_COLOR,
                          line_dash="dashed", line_width=2, visible=False)
-        self.zero_label = Label(x=8, y=0.0, x_units="screen", y_offset=4,
-                                text="conserved: H(t) = H(0)", text_font_size="11pt",
-                                text_color=GUIDE_COLOR, visible=False)
+        self.zero_label = Label(x=8, y=0.0, x_units="screen", y_offset=6,
+                                text="conserved: H(t) = H(0)", visible=False, **LABEL_STYLE)
         timeseries.fig_energy.add_layout(self.zero)
         timeseries.fig_energy.add_layout(self.zero_label)
         self.level = math.nan
@@ -73,8 +76,8 @@ class Guides:
         for kl_fig in (timeseries.fig_kl, timeseries.fig_kl_log):
             span = Span(location=1.0, dimension="width", line_color=GUIDE_COLOR,
                         line_dash="dashed", line_width=2, visible=False)
-            label = Label(x=8, y=1.0, x_units="screen", y_offset=4, text="",
-                          text_font_size="11pt", text_color=GUIDE_COLOR, visible=False)
+            label = Label(x=8, y=1.0, x_units="screen", y_offset=6, text="", visible=False,
+                          **LABEL_STYLE)
             kl_fig.add_layout(span)
             kl_fig.add_layout(label)
             self.level_lines[kl_fig] = (span, label)

@@ -21,9 +21,10 @@ screen. Off: everything as before (each change is recorded and undone).
 from __future__ import annotations
 
 import param
-from bokeh.models import ColorBar
+from bokeh.models import ColorBar, Label, LabelSet
 from panel.custom import JSComponent
 
+from app.mainview.real_heads import number_ticks
 from app.serving.server import locked
 
 #: Text sizes in projector mode (axis labels ≥ 18 px).
@@ -43,6 +44,9 @@ SPHERE_FRAME = 150
 #: Ticks a time series' axes ask for at most: at :data:`FONT` the default's five or more
 #: overlapped on a plot 100 px high.
 SERIES_TICKS = 4
+#: Numbered ticks a heatmap's axis shows at most (a seeded run's tokens): at :data:`FONT`
+#: on a 300 px heatmap every second of 16 ran together ("101214").
+HEATMAP_TICKS = 5
 #: Kept for callers of the four-plot layout (the width and height of a time series).
 PLOT_SIZE = SIZES["series"]
 #: Shorter titles where the page's own do not fit a projector's plot at TITLE_FONT.
@@ -281,6 +285,9 @@ class Projector:
                 self._set(obj, **values)
             if fig in titles and fig.title.text != titles[fig]:
                 self._set(fig.title, text=titles[fig])
+            if fig in series:  # in-plot labels (guides, change markers) at the axes' size
+                for label in (*fig.select(Label), *fig.select(LabelSet)):
+                    self._set(label, text_font_size=_px(FONT, scale))
             if fig in series:  # fewer ticks, or their large labels overlap
                 for axis in (*fig.yaxis, *fig.xaxis):
                     ticker = axis.ticker
@@ -292,6 +299,14 @@ class Projector:
             self._set(d.heatmaps.fig_softmax.yaxis[0], visible=False)
             for bar in d.heatmaps.fig_attention.select(ColorBar):
                 self._set(bar, visible=False)
+        if self.layout() == "default":  # numbered tokens: fewer, so that they stay apart
+            for fig in (d.heatmaps.fig_attention, d.heatmaps.fig_softmax):
+                for axis in (fig.xaxis[0], fig.yaxis[0]):
+                    ticks = list(getattr(axis.ticker, "ticks", []))
+                    n = len(axis.major_label_overrides) or (max(ticks) + 1 if ticks else 0)
+                    fewer = number_ticks(n, HEATMAP_TICKS) if ticks else ticks
+                    if fewer != ticks:
+                        self._set(axis.ticker, ticks=fewer)
         sphere = d.clustering.fig_tokens
         if sphere in kept:  # a square frame: the unit circle round, not cut
             side = round(SPHERE_FRAME * scale)
