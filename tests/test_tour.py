@@ -685,3 +685,24 @@ def test_in_plot_labels_are_large_and_never_crossed_out():
         assert int(label.text_font_size.removesuffix("px")) >= 18
     d.projector = False
     assert all(label.text_font_size == "12pt" for label in labels)
+
+
+def test_projector_log_kl_axis_labels_a_few_decades_only():
+    """Bokeh's log ticker labels every decade of ten whatever it is asked: at 18 px on
+    the projector's 236 px lag plot (steps 1, 5: ten decades) the labels were drawn over
+    each other. Projector mode gives that axis a ticker of at most four decades, and the
+    page's log ticker back when off."""
+    from bokeh.models import CustomJSTicker, LogTicker
+
+    from app.teaching.projector import SERIES_TICKS, decade_ticker
+
+    d = Dashboard(playing=False, query={"tour_step": "1"})
+    d.__panel__()
+    axis = d.timeseries.fig_kl_log.yaxis[0]
+    assert isinstance(axis.ticker, LogTicker)
+    d.projector = True
+    assert isinstance(axis.ticker, CustomJSTicker)
+    assert f"/ {SERIES_TICKS})" in axis.ticker.major_code
+    assert decade_ticker(3).major_code != decade_ticker(4).major_code
+    d.projector = False
+    assert isinstance(axis.ticker, LogTicker)

@@ -21,7 +21,7 @@ screen. Off: everything as before (each change is recorded and undone).
 from __future__ import annotations
 
 import param
-from bokeh.models import ColorBar, Label, LabelSet
+from bokeh.models import ColorBar, CustomJSTicker, Label, LabelSet
 from panel.custom import JSComponent
 
 from app.mainview.real_heads import number_ticks
@@ -101,6 +101,21 @@ def _text_props(fig, scale: float = 1.0, title_font: str = TITLE_FONT) -> dict:
         if hasattr(glyph, "line_width") and isinstance(glyph.line_width, (int, float)):
             props[glyph] = {"line_width": glyph.line_width * LINE_SCALE * scale}
     return props
+
+
+def decade_ticker(most: int = SERIES_TICKS) -> CustomJSTicker:
+    """Ticks at powers of ten, at most ``most`` of them (every k-th decade from the top):
+    Bokeh's log ticker labels up to ten decades whatever it is asked, and at
+    :data:`FONT` on a plot 236 px high their labels were drawn over each other."""
+    return CustomJSTicker(major_code=f"""
+      const lo = Math.log10(Math.min(cb_data.start, cb_data.end));
+      const hi = Math.log10(Math.max(cb_data.start, cb_data.end));
+      const a = Math.ceil(lo - 1e-9), b = Math.floor(hi + 1e-9);
+      if (!isFinite(a) || !isFinite(b) || b < a) return [];
+      const step = Math.max(1, Math.ceil((b - a + 1) / {most}));
+      const ticks = [];
+      for (let k = b; k >= a; k -= step) ticks.push(10 ** k);
+      return ticks.reverse();""", minor_code="return [];")
 
 
 class WindowSize(JSComponent):
@@ -288,6 +303,8 @@ class Projector:
             if fig in series:  # in-plot labels (guides, change markers) at the axes' size
                 for label in (*fig.select(Label), *fig.select(LabelSet)):
                     self._set(label, text_font_size=_px(FONT, scale))
+            if fig is d.timeseries.fig_kl_log:  # its decades apart
+                self._set(fig.yaxis[0], ticker=decade_ticker())
             if fig in series:  # fewer ticks, or their large labels overlap
                 for axis in (*fig.yaxis, *fig.xaxis):
                     ticker = axis.ticker
