@@ -30,7 +30,7 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import CDSView, ColumnDataSource, CustomJSFilter, Label, LinearAxis, Range1d
+from bokeh.models import ColumnDataSource, Label
 from bokeh.palettes import Category10_10 as C
 
 from app.models import not_applicable, spec
@@ -40,6 +40,14 @@ from .markers import ChangeMarkers
 from .model_lines import DIAGNOSTIC, MOMENTUM_TERM, legend_states, zero_text  # noqa: F401
 from .plots import legend_below, time_figure
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
+from .series_plots import (  # noqa: F401  (ENERGY_TITLE: the slides' too)
+    ENERGY_TITLE,
+    KINETIC_AXIS,
+    MOMENTUM_AXIS,
+    RIGHT_AXIS,
+    energy_figure,
+    kl_figures,
+)
 
 #: Rows kept in the time-series buffer.
 ROLLOVER = 1000
@@ -51,25 +59,6 @@ BATCH = 8
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",
            "d_potential", "dissipated", "residual", "dissipation_rate", "distance", "distance_t",
            "momentum")
-#: The energy plot's title (short enough for the narrow layout's plot width, 1024 px).
-ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
-#: Lines of the energy plot drawn on its right-hand axis: the kinetic energy (≈ 18
-#: against H − H(0) of ±5 by default, 5,000 for a real head) would flatten the balance
-#: H − H(0), −dissipated and the residual on a shared axis.
-RIGHT_AXIS = ("momentum",)
-#: The right-hand axis's labels (in its line's colour; short: a projector's type fits).
-KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K", "momentum term"
-
-
-def above_floor(column: str) -> CDSView:
-    """The rows of ``column`` above :data:`LOG_FLOOR`: a lag of 0 (a run that starts at
-    A = A*, a bound of 0 before the features move) is stored at the floor, and a log
-    axis's line drawn through it fell from the curve to the axis's foot; it is left out
-    (the line starts at the first lag above the floor, as a log axis can show)."""
-    return CDSView(filter=CustomJSFilter(code=f"""
-      const v = source.data["{column}"], keep = [];
-      for (let i = 0; i < v.length; i++) {{ if (v[i] > {LOG_FLOOR!r}) keep.push(i); }}
-      return keep;"""))
 
 
 def _finite(x) -> float:
@@ -90,40 +79,8 @@ class TimeSeries(pn.viewable.Viewer):
         self.lines = {}
         src = self.source
 
-        self.fig_kl = time_figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ)", "KL (nats)")
-        self.fig_kl_log = time_figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)", "KL (nats)",
-                                      y_axis_type="log")
-        for fig, suffix in ((self.fig_kl, ""), (self.fig_kl_log, "_log")):
-            views = ({"view": above_floor("kl_log")}, {"view": above_floor("kl_bound_log")}
-                     ) if suffix else ({}, {})
-            self.lines["kl" + suffix] = fig.line(
-                "t", "kl" + suffix, source=src, color=C[0], line_width=2,
-                legend_label="Σ KL(Aᵢ‖A*ᵢ)", **views[0])
-            self.lines["kl_bound" + suffix] = fig.line(
-                "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
-                line_width=2, legend_label="tracking bound Σ Bᵢ²/8", **views[1])
-            legend_below(fig, ncols=2, label_width=100)
-
-        self.fig_energy = time_figure(ENERGY_TITLE, "energy (score units)", height=300)
-        for key, label, color, dash in (
-            ("d_energy", "H(t) − H(0)", C[0], "solid"),
-            ("budget", "work − dissipated", C[1], "dashed"),
-            ("d_potential", "Φ(t) − Φ(0)", C[2], "dotted"),
-            ("dissipated", "dissipated ∫D dt", C[4], "solid"),
-            ("residual", "residual H−H(0)+∫D−W", C[3], "solid"),
-            ("momentum", "kinetic energy K(t)", C[6], "dotdash"),
-        ):
-            right = {"y_range_name": "right"} if key in RIGHT_AXIS else {}
-            if right and "right" not in self.fig_energy.extra_y_ranges:
-                self.fig_energy.extra_y_ranges = {"right": Range1d(0, 1)}
-                self.right_axis = LinearAxis(
-                    y_range_name="right", axis_label=KINETIC_AXIS, axis_label_text_color=color,
-                    major_label_text_color=color)
-                self.fig_energy.add_layout(self.right_axis, "right")
-            self.lines[key] = self.fig_energy.line(
-                "t", key, source=src, color=color, line_dash=dash, line_width=2,
-                legend_label=label, **right)
-        legend_below(self.fig_energy, ncols=2, label_width=100)
+        self.fig_kl, self.fig_kl_log = kl_figures(src, self.lines)
+        self.fig_energy, self.right_axis = energy_figure(src, self.lines)
 
         self.fig_rate = time_figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
                                     "D (score units / time)")
