@@ -5,17 +5,19 @@ included).
 On: the sidebar, the equations, the caption, the notices, the page title and the
 developer's status line (frame rate, server time) are hidden (a tour step's text stays);
 the main tab keeps five plots in two rows: the attention ``A(t)`` beside its softmax
-``A*(t)`` (the comparison "attention relaxes to softmax") and the tokens, then the lag on
-its log axis and the energy balance, each of :data:`SIZES`; on a real sentence (words on
-the heatmaps' axes) A and A* alone, large enough that each word's row and column is
-read at :data:`FONT`; on the sphere the clustering view's four plots, the unit circle in
-a square frame. Every axis label and tick label is :data:`FONT` or larger; lines are
-drawn :data:`LINE_SCALE` times thicker, in black text; the plots' toolbars are hidden (a
-toolbar above a plot covered its large title). "☰ Controls" opens the controls as a
-drawer over the plots (scrolling on its own), not beside them: the plots keep their
-rows. In a larger window (a 1920×1080 projector) every size and text is scaled by
-:meth:`Projector.scale` (the window's size, reported by the page), so the plots use the
-screen. Off: everything as before (each change is recorded and undone).
+``A*(t)`` (the comparison "attention relaxes to softmax") and the tokens, then the lag
+on its log axis and the energy balance, each of :data:`SIZES` (on a tour step: the time
+series its text names, :meth:`Projector.shown_figures`); on a real sentence (words on
+the heatmaps' axes) A and A* alone, large enough that each word's row and column is read
+at :data:`FONT` (with the time series a tour step names beside them); on the sphere the
+clustering view's four plots, the unit circle in a square frame. Every axis label and
+tick label is :data:`FONT` or larger; lines are drawn :data:`LINE_SCALE` times thicker,
+in black text; the plots' toolbars are hidden (a toolbar above a plot covered its large
+title). "☰ Controls" opens the controls as a drawer over the plots (scrolling on its
+own), not beside them: the plots keep their rows. In a larger window (a 1920×1080
+projector) every size and text is scaled by :meth:`Projector.scale` (the window's size,
+reported by the page), so the plots use the screen. Off: everything as before (each
+change is recorded and undone).
 """
 
 from __future__ import annotations
@@ -170,11 +172,10 @@ class Projector:
         w, h = self.window.inner_width, self.window.inner_height
         if not w or not h:
             return 1.0
+        row_width, rows_height = ROW_WIDTH, ROWS_HEIGHT
         if self.layout() == "words":
             row_width = WORD_SERIES_ROW_WIDTH if self._word_series() else WORD_ROW_WIDTH
-            row_width, rows_height = row_width, WORD_ROWS_HEIGHT
-        else:
-            row_width, rows_height = ROW_WIDTH, ROWS_HEIGHT
+            rows_height = WORD_ROWS_HEIGHT
         ratio = min((w - SLACK_WIDTH) / row_width, (h - SLACK_HEIGHT) / rows_height)
         return min(max(1.0, 0.05 * int(ratio / 0.05 + 1e-9)), MAX_SCALE)
 
