@@ -706,3 +706,22 @@ def test_projector_log_kl_axis_labels_a_few_decades_only():
     assert decade_ticker(3).major_code != decade_ticker(4).major_code
     d.projector = False
     assert isinstance(axis.ticker, LogTicker)
+
+
+def test_the_noise_steps_page_to_take_home_draws_the_predicted_level_too():
+    """The tour's static page of step 3 (``tour-html``) draws the same predicted level
+    on its lag plot as the live page, and leaves the bound out."""
+    from bokeh.models import Span
+
+    from app.teaching.standalone import page_layout
+    from app.teaching.standalone_page import settings_run
+
+    values = presets_module.preset_values(PRESETS["Attention at rest under noise"])
+    s = Settings(**values)
+    run = settings_run(s, 2.0)
+    layout = page_layout(run, ["noise_level"], s.gamma / s.beta)
+    predicted = small_noise_kl(Simulation(Settings(**values)).frame().softmax,
+                               stationary_variance(s.logit_noise, s.gamma / s.beta))
+    spans = [m for m in layout.select({"type": Span}) if m.visible and m.dimension == "width"
+             and m.location == pytest.approx(predicted, rel=1e-9)]
+    assert spans
