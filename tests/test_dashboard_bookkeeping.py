@@ -144,8 +144,9 @@ def test_every_lab_preset_shows_the_inertial_softmax_curve_or_why_not():
             assert lab.attention_plots.soft_fig not in lab.shown_figures()
             continue
         if p["name"].startswith("V ⪯ 0"):  # B = V A⁻¹ not positive definite: a note says so
+            # (under your own settings; this preset is about other plots: hidden, #35)
             assert len(curve["t"]) == 0
-            assert lab.note.visible
+            assert not lab.note.visible
             assert "softmax_inertial needs B = V A⁻¹ positive definite" in lab.note.object
             continue
         assert len(curve["t"]) > 10, p["name"]

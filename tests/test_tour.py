@@ -554,3 +554,174 @@ def test_next_and_back_between_a_seeded_run_and_a_sentence_relabel_every_token()
     d.tour.back.clicks += 1
     assert d.tour_step == 1
     check(words=False)
+
+
+# -- issue #35 review: the plots a step's text names are on the screen --------------------
+@pytest.mark.parametrize("projector", [False, True], ids=["page", "projector"])
+def test_every_step_shows_every_plot_its_text_names_and_scrolls_to_the_first(projector):
+    """Each step names the plots its text speaks of (``plots``, the evidence first); every
+    one is shown at that step, in projector mode too (which keeps fewer, larger plots:
+    the real-head step's lag on its log axis beside A and A*, the reduced-model step's
+    distance plot), and the page scrolls the first into view when the step opens."""
+    from app.lab.plot_area import NAMES as LAB_PLOTS
+    from app.mainview.layout import PLOT_NAMES
+
+    query = {"tour_step": "1", **({"projector": "true"} if projector else {})}
+    d = Dashboard(playing=False, query=query)
+    d.__panel__()
+    for number, step in enumerate(TOUR["steps"], 1):
+        d.tour_step = number
+        names = step["plots"]
+        lab = step.get("tab") == "lab"
+        assert names and set(names) <= set(LAB_PLOTS if lab else PLOT_NAMES), number
+        if lab:
+            named = [d.lab.plot_area.figures[n] for n in names]
+            shown = d.lab.shown_figures()
+        else:
+            named = d.tour.named_figures()
+            shown = [f for f in d.plot_panes if f.visible]
+            if projector:
+                assert set(shown) == set(d.projector_mode.shown_figures()), number
+        missing = [n for n, f in zip(names, named, strict=True) if f not in shown]
+        assert not missing, f"step {number} names {missing}, not shown"
+        assert d.tour.scroll.target == named[0].id
+
+
+def test_the_noise_step_draws_the_predicted_level_and_keeps_the_axis_on_the_lag():
+    """Step 3: the dashed line of the predicted stationary lag ½ s² Σᵢ(1 − Σⱼ A*ᵢⱼ²)
+    (s² = σ²/2λ) on the KL plots, and no tracking bound (~600 there, it squashed the lag
+    of ~0.5 to the axis's foot): the axis spans the lag. Replay keeps it so; the next
+    step has its bound again."""
+    number = _step_of("Attention at rest under noise")
+    d = Dashboard(playing=False, query={"tour_step": str(number)})
+    d.__panel__()
+    s, ts = d.settings, d.timeseries
+    predicted = small_noise_kl(Simulation(Settings(**presets_module.preset_values(
+        PRESETS["Attention at rest under noise"]))).frame().softmax,
+        stationary_variance(s.logit_noise, s.gamma / s.beta))
+    for fig in (ts.fig_kl, ts.fig_kl_log):
+        (span, label) = ts.guides.level_lines[fig]
+        assert span.visible and span.location == pytest.approx(predicted, rel=1e-12)
+        assert label.visible and f"{predicted:.3g}" in label.text
+    for _ in range(2):  # the step's run, then its Replay
+        while d.sim.t < 6.0:
+            d.tick()
+        kl = np.asarray(ts.source.data["kl"])[np.asarray(ts.source.data["t"]) >= 3.0]
+        assert not ts.lines["kl_bound_log"].visible and not ts.lines["kl_bound"].visible
+        assert ts.legend_items["kl_bound_log"].visible is False
+        y = ts.fig_kl_log.y_range
+        assert y.start <= predicted <= y.end and y.end < 10 * kl.max()  # the lag fills it
+        d.replay()
+    d.tour_step = number + 1
+    assert ts.lines["kl_bound_log"].visible and not ts.guides.level_lines[ts.fig_kl_log][0].visible
+
+
+def test_the_tour_texts_write_maths_as_a_class_reads_it():
+    """No raw underscores (W_V, λ_max) or ASCII maths in a step's text or in the caption
+    of a preset it opens (they are read off a projector): subscripts are Unicode (Wᵥ,
+    λₘₐₓ, A*ᵢⱼ), as the rest of the tour writes them."""
+    import re
+
+    lab_captions = {p["name"]: p["caption"] for p in load_lab_presets()[0]}
+    for number, step in enumerate(TOUR["steps"], 1):
+        texts = [step["title"], step["text"],
+                 PRESETS[step["preset"]].get("caption", "") if "preset" in step
+                 else lab_captions[step["lab_preset"]]]
+        for text in texts:
+            raw = re.findall(r"\S*[^\s⌈]_[^\s]\S*", text.replace("T_θ", ""))
+            assert not raw, f"step {number}: {raw}"
+
+
+def test_the_two_blow_up_steps_say_what_their_runs_show():
+    """Step 16's plot already shows the momentum flow (no friction) blowing up at π/√2
+    beside the first-order Tₘₐₓ = 1, so its text says so; step 17 adds friction and
+    blows up later still: each number said is the run's."""
+    first = lab_preset_run(TOUR["steps"][15]["lab_preset"])
+    damped = lab_preset_run(TOUR["steps"][16]["lab_preset"])
+    assert first.first_order_time == pytest.approx(1.0, rel=1e-3)
+    assert first.accelerated_time == pytest.approx(math.pi / math.sqrt(2), rel=1e-3)
+    assert "2.22" in TOUR["steps"][15]["text"] and "2.22" in TOUR["steps"][16]["text"]
+    assert f"{damped.accelerated_time:.2f}" in TOUR["steps"][16]["text"]
+    assert damped.accelerated_time > first.accelerated_time > first.first_order_time
+
+
+def test_projector_heatmaps_number_fewer_tokens_so_their_labels_stay_apart():
+    """At N = 16 the 300 px heatmaps numbered every second token at 18 px: "10", "12",
+    "14" ran together ("101214"). Projector mode numbers at most five (0, 5, 10, 15),
+    after a new run too, and gives the page's ticks back when off."""
+    d = Dashboard(playing=False, query={"tour_step": "10"})
+    d.__panel__()
+    fig = d.heatmaps.fig_attention
+    assert d.settings.n_tokens == 16
+    before = list(fig.xaxis[0].ticker.ticks)
+    d.projector = True
+    for _ in range(2):  # as opened, then after a new run (Replay)
+        for f in (fig, d.heatmaps.fig_softmax):
+            for axis in (f.xaxis[0], f.yaxis[0]):
+                assert list(axis.ticker.ticks) == [0, 5, 10, 15]
+        d.replay()
+        d.tick()
+    d.projector = False
+    assert list(fig.xaxis[0].ticker.ticks) == before and len(before) > 5
+
+
+def test_in_plot_labels_are_large_and_never_crossed_out():
+    """Step 1's slope label sat under its own dashes and the quench step's β marker was
+    10 pt grey: the guides' and markers' labels are 12 pt on a white ground, above the
+    slope's dashes; in projector mode the time series' labels are at the axes' 18 px."""
+    from bokeh.models import Label, LabelSet
+
+    d = Dashboard(playing=False, query={"tour_step": "1"})
+    d.__panel__()
+    ts = d.timeseries
+    labels = [x for f in (ts.fig_kl_log, ts.fig_energy)
+              for x in (*f.select(Label), *f.select(LabelSet)) if x is not ts.diverged_note]
+    assert labels
+    for label in labels:
+        assert label.text_font_size == "12pt" and label.background_fill_color is not None
+    assert ts.guides.slope_label.y_offset > 0
+    d.projector = True
+    for label in labels:
+        assert int(label.text_font_size.removesuffix("px")) >= 18
+    d.projector = False
+    assert all(label.text_font_size == "12pt" for label in labels)
+
+
+def test_projector_log_kl_axis_labels_a_few_decades_only():
+    """Bokeh's log ticker labels every decade of ten whatever it is asked: at 18 px on
+    the projector's 236 px lag plot (steps 1, 5: ten decades) the labels were drawn over
+    each other. Projector mode gives that axis a ticker of at most four decades, and the
+    page's log ticker back when off."""
+    from bokeh.models import CustomJSTicker, LogTicker
+
+    from app.teaching.projector import SERIES_TICKS, decade_ticker
+
+    d = Dashboard(playing=False, query={"tour_step": "1"})
+    d.__panel__()
+    axis = d.timeseries.fig_kl_log.yaxis[0]
+    assert isinstance(axis.ticker, LogTicker)
+    d.projector = True
+    assert isinstance(axis.ticker, CustomJSTicker)
+    assert f"/ {SERIES_TICKS})" in axis.ticker.major_code
+    assert decade_ticker(3).major_code != decade_ticker(4).major_code
+    d.projector = False
+    assert isinstance(axis.ticker, LogTicker)
+
+
+def test_the_noise_steps_page_to_take_home_draws_the_predicted_level_too():
+    """The tour's static page of step 3 (``tour-html``) draws the same predicted level
+    on its lag plot as the live page, and leaves the bound out."""
+    from bokeh.models import Span
+
+    from app.teaching.standalone import page_layout
+    from app.teaching.standalone_page import settings_run
+
+    values = presets_module.preset_values(PRESETS["Attention at rest under noise"])
+    s = Settings(**values)
+    run = settings_run(s, 2.0)
+    layout = page_layout(run, ["noise_level"], s.gamma / s.beta)
+    predicted = small_noise_kl(Simulation(Settings(**values)).frame().softmax,
+                               stationary_variance(s.logit_noise, s.gamma / s.beta))
+    spans = [m for m in layout.select({"type": Span}) if m.visible and m.dimension == "width"
+             and m.location == pytest.approx(predicted, rel=1e-9)]
+    assert spans

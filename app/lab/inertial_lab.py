@@ -343,7 +343,10 @@ class InertialLab(pn.viewable.Viewer):
         self.sidebar.column.styles = DRAWER_STYLES if on else {}
         for pane in (self.caption, self.status, self.explanation_column):
             pane.visible = not on
-        self.note.visible = bool(self.note.object) and (
+        # the note is the softmax plot's fine print: not under a preset about other
+        # plots (a teaching preset must not look like a failure, issue #35)
+        about_softmax = not self.focus or "softmax" in self.focus
+        self.note.visible = bool(self.note.object) and about_softmax and (
             not on or "softmax" in self.plot_area.shown)
 
     def shown_figures(self) -> list:

@@ -123,7 +123,7 @@ class Clustering(pn.viewable.Viewer):
         # red for similar tokens (+1), blue for opposite ones (−1)
         self.sim_mapper = LinearColorMapper(palette=RdBu11, low=-1.0, high=1.0)
         self.fig_similarity = figure(
-            title="Similarities ⟨x_i, x_j⟩ (tokens ordered by cluster)", width=320,
+            title="Similarities ⟨xᵢ, xⱼ⟩ (tokens ordered by cluster)", width=320,
             height=320, x_range=Range1d(-0.5, n - 0.5), y_range=Range1d(n - 0.5, -0.5),
             tools="hover,save,reset", toolbar_location="above",
             tooltips=[("similarity", "@image{0.0000}")])
@@ -144,7 +144,7 @@ class Clustering(pn.viewable.Viewer):
                              color="gray", legend_label="N²eᵝ/(2β)")
         self.fig_energy.legend.location = "bottom_right"
         self.fig_clusters = figure(
-            title="Clusters: groups with ⟨x_i, x_j⟩ > 1 − ε", width=380, height=300,
+            title="Clusters: groups with ⟨xᵢ, xⱼ⟩ > 1 − ε", width=380, height=300,
             x_axis_label="t", tools="pan,wheel_zoom,box_zoom,reset,save",
             toolbar_location="above")
         self.fig_clusters.step("t", "clusters", source=self.series, line_width=2,
@@ -152,7 +152,7 @@ class Clustering(pn.viewable.Viewer):
         self.figures = (self.fig_tokens, self.fig_similarity, self.fig_energy,
                         self.fig_clusters)
         self.rescaled_toggle = pn.widgets.Checkbox.from_param(
-            self.param.rescaled, name="Rescaled tokens z = e^(−t W_V) x (clustering view)",
+            self.param.rescaled, name="Rescaled tokens z = e^(−t Wᵥ) x (clustering view)",
             visible=False)
         self.set_model(None)
 

@@ -86,3 +86,23 @@ def main_tab(dashboard, sidebar_items) -> pn.Row:
         sizing_mode="stretch_width", min_width=320,
     )
     return pn.Row(sidebar, main, sizing_mode="stretch_width")
+
+
+#: The main tab's plots by name: what a guided-tour step's ``"plots"`` may name (the
+#: plots its text speaks of; :func:`named_figures`).
+PLOT_NAMES = ("attention", "softmax", "lag_map", "model_attention", "tokens",
+              "sphere_tokens", "similarity", "interaction_energy", "clusters",
+              "kl", "energy", "rate", "distance")
+
+
+def named_figures(dashboard, log_kl: bool | None = None) -> dict:
+    """The main tab's figures by :data:`PLOT_NAMES` name. ``"kl"`` is the lag's plot
+    shown: on the logarithmic axis if ``log_kl`` (default: the page's choice)."""
+    ts, heat, clus = dashboard.timeseries, dashboard.heatmaps, dashboard.clustering
+    log_kl = ts.log_kl if log_kl is None else log_kl
+    return {"attention": heat.fig_attention, "softmax": heat.fig_softmax,
+            "lag_map": heat.fig_ratio, "model_attention": dashboard.real_heads.model_fig,
+            "tokens": dashboard.trajectories.fig, "sphere_tokens": clus.fig_tokens,
+            "similarity": clus.fig_similarity, "interaction_energy": clus.fig_energy,
+            "clusters": clus.fig_clusters, "kl": ts.fig_kl_log if log_kl else ts.fig_kl,
+            "energy": ts.fig_energy, "rate": ts.fig_rate, "distance": ts.fig_distance}

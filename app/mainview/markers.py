@@ -146,8 +146,9 @@ class ChangeMarkers:
             # left of the line: a change is made at the right end of the plot
             labels = LabelSet(
                 x="t0", y=8, y_units="screen", x_offset=-4, text="text",
-                source=self.source, text_align="right", text_font_size="10pt",
-                text_color="#444", level="overlay")
+                source=self.source, text_align="right", text_font_size="12pt",
+                text_color="#222", background_fill_color="white", background_fill_alpha=0.85,
+                level="overlay")
             fig.add_layout(labels)
             self._views[fig] = (band, line, labels)
 

@@ -43,11 +43,11 @@ GRID_COLUMNS = 4
 MAX_NUMBERS = 10
 
 
-def number_ticks(n: int) -> list[int]:
-    """The tokens numbered on an axis of ``n`` tokens: every one up to
-    :data:`MAX_NUMBERS`, else every 2nd, 5th, 10th, 20th, … from 0."""
+def number_ticks(n: int, most: int = MAX_NUMBERS) -> list[int]:
+    """The tokens numbered on an axis of ``n`` tokens: every one up to ``most``, else
+    every 2nd, 5th, 10th, 20th, … from 0."""
     step = next(s for m in (1, 10, 100, 1000, 10_000) for s in (m, 2 * m, 5 * m)
-                if -(-n // s) <= MAX_NUMBERS)
+                if -(-n // s) <= most)
     return list(range(0, n, step))
 
 

@@ -30,7 +30,7 @@ import panel as pn
 import param
 from bokeh.core.properties import value
 from bokeh.events import Reset
-from bokeh.models import ColumnDataSource, Label, LinearAxis, Range1d
+from bokeh.models import ColumnDataSource, Label
 from bokeh.palettes import Category10_10 as C
 
 from app.models import not_applicable, spec
@@ -40,6 +40,14 @@ from .markers import ChangeMarkers
 from .model_lines import DIAGNOSTIC, MOMENTUM_TERM, legend_states, zero_text  # noqa: F401
 from .plots import legend_below, time_figure
 from .ranges import LOG_FLOOR, TRIM, SteppedRange, log_extent
+from .series_plots import (  # noqa: F401  (ENERGY_TITLE: the slides' too)
+    ENERGY_TITLE,
+    KINETIC_AXIS,
+    MOMENTUM_AXIS,
+    RIGHT_AXIS,
+    energy_figure,
+    kl_figures,
+)
 
 #: Rows kept in the time-series buffer.
 ROLLOVER = 1000
@@ -51,14 +59,6 @@ BATCH = 8
 COLUMNS = ("t", "kl", "kl_bound", "kl_log", "kl_bound_log", "d_energy", "budget",
            "d_potential", "dissipated", "residual", "dissipation_rate", "distance", "distance_t",
            "momentum")
-#: The energy plot's title (short enough for the narrow layout's plot width, 1024 px).
-ENERGY_TITLE = "Energy balance (residual 0 ⇔ dissipation law)"
-#: Lines of the energy plot drawn on its right-hand axis: the kinetic energy (≈ 18
-#: against H − H(0) of ±5 by default, 5,000 for a real head) would flatten the balance
-#: H − H(0), −dissipated and the residual on a shared axis.
-RIGHT_AXIS = ("momentum",)
-#: The right-hand axis's labels (in its line's colour; short: a projector's type fits).
-KINETIC_AXIS, MOMENTUM_AXIS = "kinetic energy K", "momentum term"
 
 
 def _finite(x) -> float:
@@ -79,38 +79,8 @@ class TimeSeries(pn.viewable.Viewer):
         self.lines = {}
         src = self.source
 
-        self.fig_kl = time_figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ)", "KL (nats)")
-        self.fig_kl_log = time_figure("Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)", "KL (nats)",
-                                      y_axis_type="log")
-        for fig, suffix in ((self.fig_kl, ""), (self.fig_kl_log, "_log")):
-            self.lines["kl" + suffix] = fig.line(
-                "t", "kl" + suffix, source=src, color=C[0], line_width=2,
-                legend_label="Σ KL(Aᵢ‖A*ᵢ)")
-            self.lines["kl_bound" + suffix] = fig.line(
-                "t", "kl_bound" + suffix, source=src, color=C[3], line_dash="dashed",
-                line_width=2, legend_label="tracking bound Σ Bᵢ²/8")
-            legend_below(fig, ncols=2, label_width=100)
-
-        self.fig_energy = time_figure(ENERGY_TITLE, "energy (score units)", height=300)
-        for key, label, color, dash in (
-            ("d_energy", "H(t) − H(0)", C[0], "solid"),
-            ("budget", "work − dissipated", C[1], "dashed"),
-            ("d_potential", "Φ(t) − Φ(0)", C[2], "dotted"),
-            ("dissipated", "dissipated ∫D dt", C[4], "solid"),
-            ("residual", "residual H−H(0)+∫D−W", C[3], "solid"),
-            ("momentum", "kinetic energy K(t)", C[6], "dotdash"),
-        ):
-            right = {"y_range_name": "right"} if key in RIGHT_AXIS else {}
-            if right and "right" not in self.fig_energy.extra_y_ranges:
-                self.fig_energy.extra_y_ranges = {"right": Range1d(0, 1)}
-                self.right_axis = LinearAxis(
-                    y_range_name="right", axis_label=KINETIC_AXIS, axis_label_text_color=color,
-                    major_label_text_color=color)
-                self.fig_energy.add_layout(self.right_axis, "right")
-            self.lines[key] = self.fig_energy.line(
-                "t", key, source=src, color=color, line_dash=dash, line_width=2,
-                legend_label=label, **right)
-        legend_below(self.fig_energy, ncols=2, label_width=100)
+        self.fig_kl, self.fig_kl_log = kl_figures(src, self.lines)
+        self.fig_energy, self.right_axis = energy_figure(src, self.lines)
 
         self.fig_rate = time_figure("Dissipation rate D(t) = γ Σᵢ Var_Aᵢ(Cᵢ)",
                                     "D (score units / time)")
@@ -118,10 +88,10 @@ class TimeSeries(pn.viewable.Viewer):
             "t", "dissipation_rate", source=src, color=C[4], line_width=2,
             legend_label="D(t)")
         self.fig_distance = time_figure("Distance to the reduced (softmax-slaved) model",
-                                        "‖X − X_reduced‖")
+                                        "‖X − Xᵣ‖")
         self.lines["distance"] = self.fig_distance.line(
             "distance_t", "distance", source=src, color=C[5], line_width=2,
-            legend_label="‖X − X_reduced‖ (Frobenius)")
+            legend_label="‖X − Xᵣ‖, Xᵣ: the reduced run")
         for fig in (self.fig_rate, self.fig_distance):
             legend_below(fig, ncols=1)
         self.figures = (self.fig_kl, self.fig_kl_log, self.fig_energy, self.fig_rate,
@@ -149,6 +119,8 @@ class TimeSeries(pn.viewable.Viewer):
             fig.on_event(Reset, lambda event, ranges=ranges: self._follow(ranges))
         # the plots none of whose lines the model has (not shown)
         self._empty = frozenset()
+        self._model = None  # the model whose lines are drawn (set_model)
+        self._left_out = frozenset()  # lines a tour step's guide leaves out (hide_lines)
         self._distance_on = False
         # mid-run setting changes: rows of one source, a line, a band and a label each
         self.change_markers = ChangeMarkers((self.fig_energy, self.fig_kl, self.fig_kl_log))
@@ -203,11 +175,8 @@ class TimeSeries(pn.viewable.Viewer):
         """Legends and lines by what model ``model``'s spec says of its diagnostics
         (:func:`legend_states`); a plot with no line left is hidden (:attr:`empty`), and
         the energy plot's right-hand axis is named by what its line draws."""
-        for key, (label, drawn, listed) in legend_states(model, self._labels).items():
-            item = self._legend_items[key]
-            item.label = value(label)
-            self.lines[key].visible = drawn
-            item.visible = listed
+        self._model = model
+        self._set_lines()
         missing, zero = set(not_applicable(model)), set(spec(model).identically_zero)
         self.right_axis.visible = self.lines["momentum"].visible
         self.right_axis.axis_label = (MOMENTUM_AXIS if "kinetic_energy" in missing
@@ -218,6 +187,22 @@ class TimeSeries(pn.viewable.Viewer):
         for fig in self.figures:
             if fig.visible != self._wanted(fig):
                 self._show(fig, self._wanted(fig))
+
+    def _set_lines(self) -> None:
+        for key, (label, drawn, listed) in legend_states(self._model, self._labels).items():
+            item = self._legend_items[key]
+            item.label = value(label)
+            self.lines[key].visible = drawn and key not in self._left_out
+            item.visible = listed and key not in self._left_out
+
+    def hide_lines(self, keys) -> None:
+        """Leave out the lines ``keys`` (a tour step's annotation asks it: its guide's
+        axis stays on what it is about), the others as the model has them; the plots
+        shown stay as they are."""
+        self._left_out = frozenset(keys)
+        if self._model is not None:
+            self._set_lines()
+        self.fit_ranges()
 
     def clear(self) -> None:
         """Empty the buffers (a new run)."""

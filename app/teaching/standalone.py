@@ -27,6 +27,7 @@ from app.mainview.real_heads import label_axes
 from app.mainview.timeseries import COLUMNS, TimeSeries
 from app.mainview.trajectories import Trajectories, principal_axes
 from app.models import spec
+from dynamics.noise import small_noise_kl, stationary_variance
 
 from .run_record import spread
 
@@ -283,7 +284,11 @@ def _time_series(run: PageRun, annotations=(), lam: float = math.nan):
     ts.fit_ranges()
     ts.mark_changes(run.changes)
     if annotations:
-        ts.guides.show(tuple(annotations), lam)
+        level = math.nan  # the noise's predicted lag at the run's first A* (static path)
+        if "noise_level" in annotations and run.softmax is not None:
+            level = small_noise_kl(run.softmax[0], stationary_variance(
+                float(run.settings.get("logit_noise", 0.0)), lam))
+        ts.guides.show(tuple(annotations), lam, level)
     return ts, rows
 
 

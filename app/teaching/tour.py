@@ -7,36 +7,49 @@ A tour is ``{"name", "steps": [...]}``; a step is::
      "preset": "<a preset of the main tab>"        (or, with "tab": "lab",
      "lab_preset": "<a preset of the inertial lab>"),
      "annotations": ["kl_slope", ...],              (app.mainview.guides.ANNOTATIONS)
+     "plots": ["kl", ...],                          (the plots the text names: see below)
      "claim": {"kind": "...", ...},                 (checked by tests/test_tour.py)
      "t_end": 10.0}                                 (a main-tab step: the run pauses there)
 
 Back/Next (and the arrow keys ← →, unless a widget such as a slider has the focus) move
 through it; the step is in the URL
 (``?tour_step=4`` opens a class at step 4). :func:`validate_tour` names every problem of a
-tour file; a tour with a problem is not offered. A main-tab step's run pauses at its
-``t_end`` (else its preset's), with what the step is about still on the plots; the banner
-shows the time against that end and a Replay button.
+tour file; a tour with a problem is not offered.
+
+A step's ``plots`` names the plots its text speaks of, the one the class should look at
+first (the evidence) first: the main tab's by :data:`app.mainview.layout.PLOT_NAMES`, the
+lab's by :data:`app.lab.plot_area.NAMES`. When the step opens the page scrolls that first
+plot into view (at 1280×720 the main tab's plots do not all fit), and projector mode,
+which keeps fewer and larger plots, keeps every plot the step names.
+
+A main-tab step's run pauses at its ``t_end`` (else its preset's), with what the step is
+about still on the plots; the banner shows the time against that end and a Replay button.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import panel as pn
-import param
-from panel.custom import JSComponent
 
 from app import presets as presets_module
 from app.lab.inertial_lab import load_presets as load_lab_presets
+from app.lab.plot_area import NAMES as LAB_PLOTS
 from app.mainview.guides import ANNOTATIONS
+from app.mainview.layout import PLOT_NAMES, named_figures
 from app.serving.resources import asset, read_asset
 from app.serving.server import locked
+from dynamics.noise import small_noise_kl, stationary_variance
+
+from .tour_keys import ArrowKeys, ScrollTo
 
 #: The tour shipped with the app.
 TOUR_FILE = asset("tours", "lecture.json")
-STEP_FIELDS = ("title", "text", "preset", "tab", "lab_preset", "annotations", "claim", "t_end")
+STEP_FIELDS = ("title", "text", "preset", "tab", "lab_preset", "annotations", "plots",
+               "claim", "t_end")
 #: Time a step's slide is run to (``"t_end"`` of the step, else this).
 SLIDE_T_END = 10.0
 TABS = ("main", "lab")
@@ -84,6 +97,13 @@ def validate_tour(tour, presets: list[str], lab_presets: list[str]) -> list[str]
         else:
             errors += [f"{where}: unknown annotation {a!r} (known: {', '.join(ANNOTATIONS)})"
                        for a in annotations if a not in ANNOTATIONS]
+        plots = step.get("plots", [])
+        known = LAB_PLOTS if tab == "lab" else PLOT_NAMES
+        if not isinstance(plots, list):
+            errors.append(f"{where}: plots must be a list")
+        else:
+            errors += [f"{where}: unknown plot {p!r} (known: {', '.join(known)})"
+                       for p in plots if p not in known]
         if tab == "lab" and annotations:
             errors.append(f"{where}: annotations are drawn on the main tab only")
         problem = presets_module.t_end_problem(step.get("t_end", SLIDE_T_END))
@@ -150,46 +170,6 @@ def export_slides(out_dir, formats=("png", "svg"), tour: dict | None = None) -> 
     return tour_figures(steps, out_dir, formats)
 
 
-class ArrowKeys(JSComponent):
-    """The arrow keys ← → of the page as two counters, unless a widget has them: a key
-    pressed in a text field, on a slider's handle, in a select or list, or one a widget
-    has already used (``defaultPrevented``) moves that widget, not the tour."""
-
-    forward = param.Integer(default=0)
-    back = param.Integer(default=0)
-
-    _esm = """
-    const FIELDS = ["INPUT", "TEXTAREA", "SELECT"];
-    const ROLES = ["slider", "spinbutton", "textbox", "searchbox", "combobox", "listbox",
-                   "option", "radio", "radiogroup", "tab", "tablist", "menu", "menuitem",
-                   "grid", "tree", "treeitem"];
-    // the key belongs to a widget: an element on the event's path (through shadow roots)
-    // that edits or chooses with the arrow keys
-    function widgetKey(e) {
-      if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return true;
-      for (const el of e.composedPath()) {
-        if (!(el instanceof Element)) continue;
-        if (FIELDS.includes(el.tagName) || el.isContentEditable) return true;
-        const role = el.getAttribute("role");
-        if (role && ROLES.includes(role)) return true;
-        if (el.classList.contains("noUi-handle") || el.classList.contains("noUi-target"))
-          return true;
-      }
-      return false;
-    }
-    export function render({ model }) {
-      const onKey = (e) => {
-        if (e.key !== "ArrowRight" && e.key !== "ArrowLeft") return;
-        if (widgetKey(e)) return;
-        if (e.key === "ArrowRight") { model.forward += 1; } else { model.back += 1; }
-      };
-      document.addEventListener("keydown", onKey);
-      model.on("remove", () => document.removeEventListener("keydown", onKey));
-      return document.createElement("span");
-    }
-    """
-
-
 class Tour(pn.viewable.Viewer):
     """The tour panel of ``dashboard``: the step's title and text, Back, Next and End.
 
@@ -219,6 +199,7 @@ class Tour(pn.viewable.Viewer):
         self.replay = pn.widgets.Button(label="↺ Replay", width=90)
         self.replay.on_click(locked(lambda event: self.dashboard.replay()))
         self.keys = ArrowKeys(width=0, height=0, margin=0)
+        self.scroll = ScrollTo(width=0, height=0, margin=0)  # the step's plot into view
         self.back.on_click(locked(lambda event: self.go(-1)))
         self.next.on_click(locked(lambda event: self.go(+1)))
         self.end.on_click(locked(lambda event: self.dashboard.param.update(tour_step=0)))
@@ -227,7 +208,7 @@ class Tour(pn.viewable.Viewer):
         dashboard.param.watch(self._on_projector, "projector")
         self._panel = pn.Column(
             pn.Row(self.back, self.next, self.end, self.title, self.replay, self.clock,
-                   self.keys, sizing_mode="stretch_width"),
+                   self.keys, self.scroll, sizing_mode="stretch_width"),
             self.text, css_classes=["tour"], sizing_mode="stretch_width", visible=False,
             styles={"border-left": "4px solid #2a6fdb", "background": "#f3f7ff",
                     "padding": "4px 0"})
@@ -304,8 +285,50 @@ class Tour(pn.viewable.Viewer):
             dashboard.load_preset(preset)
             dashboard.run_end = step.get("t_end", preset.get("t_end"))
             s = dashboard.settings
-            dashboard.timeseries.guides.show(step.get("annotations", []), s.gamma / s.beta)
+            annotations = step.get("annotations", [])
+            level = math.nan  # the noise's predicted level (Theory page: stochastic logits)
+            if "noise_level" in annotations:
+                level = small_noise_kl(dashboard.sim.frame().softmax,
+                                       stationary_variance(s.logit_noise, s.gamma / s.beta))
+            dashboard.timeseries.guides.show(annotations, s.gamma / s.beta, level)
+            projector = getattr(dashboard, "projector_mode", None)
+            if projector is not None and dashboard.projector:
+                projector.follow()  # (the same preset as the step before: no new run)
+        self._scroll_to_focus()
         return True
+
+    @property
+    def step(self) -> dict | None:
+        """The step shown (``None`` outside a tour)."""
+        number = self.dashboard.tour_step
+        return self.steps[number - 1] if self.steps and 1 <= number <= len(self.steps) else None
+
+    def named_figures(self, log_kl: bool | None = None) -> list:
+        """The main tab's figures the step shown names (its ``plots``, in order; ``"kl"``
+        on the logarithmic axis if ``log_kl``, default the page's choice); none for a lab
+        step or outside a tour."""
+        step = self.step
+        if step is None or step.get("tab", "main") != "main":
+            return []
+        figures = named_figures(self.dashboard, log_kl)
+        return [figures[name] for name in step.get("plots", [])]
+
+    def focus_figure(self):
+        """The figure the step shown names first (scrolled into view when it opens), or
+        ``None``."""
+        step = self.step
+        names = step.get("plots", []) if step is not None else []
+        if not names:
+            return None
+        if step.get("tab", "main") == "lab":
+            lab = self.dashboard.lab
+            return lab.plot_area.figures[names[0]] if lab is not None else None
+        return self.named_figures()[0]
+
+    def _scroll_to_focus(self) -> None:
+        fig = self.focus_figure()
+        self.scroll.param.update(target=fig.id if fig is not None else "",
+                                 count=self.scroll.count + 1)
 
     def show_clock(self, t: float, end: float | None, status: str, message: str,
                    ended: bool) -> None:

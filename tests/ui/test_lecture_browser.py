@@ -7,7 +7,9 @@ what a class would see: every visible plot shows data (not only axes and legends
 page does not scroll sideways, in projector mode the page fits the screen, no run says
 "diverged" or "failed", and the run on the plots spans the step from t = 0 to its end
 (the evidence the text speaks of has not scrolled away; the quench step: its jump in the
-energy plot's range).
+energy plot's range; the lag's log line does not start at the 1e-12 floor), and the plot
+the step's text names first (its ``plots``) is in view when the step opens: scrolled
+there in the page, kept by projector mode.
 
 Cheap by design: one server, one page, the steps reached by Next; the page's own speed
 setting (``steps_per_frame`` in the URL) brings each run to its end in a few dozen
@@ -22,7 +24,13 @@ import re
 import time
 
 import pytest
-from pixels import MIN_PIXELS, assert_fits_viewport, assert_no_sideways_scroll, plots_data
+from pixels import (
+    MIN_PIXELS,
+    assert_fits_viewport,
+    assert_no_sideways_scroll,
+    plot_frames,
+    plots_data,
+)
 
 from app.teaching.tour import load_tour
 
@@ -55,10 +63,47 @@ SERIES = """
     const title = (v.model.title && v.model.title.text) || "";
     if (title.startsWith("Energy")) range = [v.model.y_range.start, v.model.y_range.end];
   }
+  // the lag's line on its log axis: the first row it draws (a lag of 0 is stored at the
+  // 1e-12 floor, and a line through it fell from the curve to the axis's foot)
+  let first = null;
+  for (const v of Bokeh.index.query(v => v.all_indices != null && v.model.glyph != null)) {
+    const y = v.model.glyph.y;
+    if (y == null || y.field !== "kl_log" || !v.model.visible) continue;
+    const kl = v.model.data_source.data.kl_log, idx = [...v.all_indices];
+    if (idx.length) first = kl[idx[0]];
+  }
   return {t0: t.length ? t[0] : null, t1: t.length ? t[t.length - 1] : null,
-          energy: e, times: t, range: range};
+          energy: e, times: t, range: range, first_kl_log: first};
 }
 """
+
+
+#: Page script: the id of the plot the tour's step names first (the tour's scroller's
+#: target), or null.
+FOCUS = """
+() => {
+  for (const m of Bokeh.documents[0]._all_models.values()) {
+    const d = m.data;
+    if (d != null && typeof d === "object" && "target" in d && "count" in d) return d.target;
+  }
+  return null;
+}
+"""
+#: Longest wait for the step's first plot to come into view (s).
+FOCUS_TIMEOUT = 15
+
+
+def _focus_frame(page) -> dict | None:
+    """The frame of the plot the step names first, if it lies wholly in the viewport."""
+    target = page.evaluate(FOCUS)
+    view = page.viewport_size
+    for frame in plot_frames(page):
+        if frame["id"] == target and frame["width"] > 0 and frame["height"] > 0:
+            inside = (frame["x"] >= 0 and frame["y"] >= 0
+                      and frame["x"] + frame["width"] <= view["width"]
+                      and frame["y"] + frame["height"] <= view["height"])
+            return frame if inside else None
+    return None
 
 
 def _visible_text(page, pattern) -> list[str]:
@@ -87,6 +132,10 @@ def _check_step(page, number: int, projector: bool) -> list[str]:
     step = STEPS[number - 1]
     lab = step.get("tab", "main") == "lab"
     problems = []
+    # before anything here scrolls (the pixels' reading does): the plot the text names
+    # first is brought into view as the step opens (its data: read below with the rest)
+    if not _wait(page, lambda: _focus_frame(page) is not None, timeout=FOCUS_TIMEOUT):
+        problems.append(f"the plot the step names first ({step['plots'][0]}) is not in view")
     if lab:
         drawn = _wait(page, lambda: all(v >= MIN_PIXELS for v in plots_data(page).values()),
                       timeout=LAB_TIMEOUT, poll=LAB_POLL)
@@ -122,6 +171,9 @@ def _check_step(page, number: int, projector: bool) -> list[str]:
             if abs(series["t1"] - step["t_end"]) > 1e-6:
                 problems.append(f"the plots end at t = {series['t1']:.4g}, "
                                 f"not at the step's end {step['t_end']:g}")
+            if series["first_kl_log"] is not None and series["first_kl_log"] <= 1e-12:
+                problems.append("the log-KL line starts at the 1e-12 floor (a drop to the "
+                                "axis's foot at the start)")
             if "quench" in step.get("annotations", []) and series["range"]:
                 lo, hi = series["range"]
                 e = series["energy"]

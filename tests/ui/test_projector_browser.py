@@ -57,15 +57,18 @@ def _open(page, url, banner):
 def test_main_tab_steps_as_a_class_sees_them(page, server, console_errors):
     page.set_viewport_size({"width": 1280, "height": 720})
 
-    # -- the real head in projector mode: two large heatmaps, every word readable
+    # -- the real head in projector mode: two large heatmaps, every word readable, and
+    # the lag's log plot the step's text names beside them
     _open(page, server + "?tour_step=2&projector=true", "Tour 2/")
-    frames = _frames_when(page, lambda fs: len(fs) == 2 and min(f["height"] for f in fs) > 200)
-    assert sorted(f["title"] for f in frames) == ["Attention A(t)", "Softmax A*(t)"], frames
+    frames = _frames_when(page, lambda fs: len(fs) == 3 and min(f["height"] for f in fs) > 200)
+    kl = "Lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"
+    assert sorted(f["title"] for f in frames) == ["Attention A(t)", kl, "Softmax A*(t)"], frames
     cell = page.evaluate(CELL, ["Attention A(t)", 10, 2])  # the row of "it", column "animal"
     assert cell["n"] >= 12
     for f in frames:  # each word's row and column at least the labels' height (18 px)
-        assert f["height"] >= 18 * cell["n"] and f["width"] >= 18 * cell["n"], f
-    assert_plots_show_data(page, at_least=2)
+        if f["title"] != kl:
+            assert f["height"] >= 18 * cell["n"] and f["width"] >= 18 * cell["n"], f
+    assert_plots_show_data(page, at_least=3)
     page.mouse.move(cell["x"] - 30, cell["y"] - 30)
     page.mouse.move(cell["x"], cell["y"], steps=5)
     tip = page.locator(".bk-tooltip-content").first

@@ -1,0 +1,99 @@
+"""The guided tour's two page components (:mod:`app.teaching.tour`): the arrow keys ← →
+as counters (:class:`ArrowKeys`), and a scroller that brings a step's plot into view
+(:class:`ScrollTo`)."""
+
+from __future__ import annotations
+
+import param
+from panel.custom import JSComponent
+
+
+class ArrowKeys(JSComponent):
+    """The arrow keys ← → of the page as two counters, unless a widget has them: a key
+    pressed in a text field, on a slider's handle, in a select or list, or one a widget
+    has already used (``defaultPrevented``) moves that widget, not the tour."""
+
+    forward = param.Integer(default=0)
+    back = param.Integer(default=0)
+
+    _esm = """
+    const FIELDS = ["INPUT", "TEXTAREA", "SELECT"];
+    const ROLES = ["slider", "spinbutton", "textbox", "searchbox", "combobox", "listbox",
+                   "option", "radio", "radiogroup", "tab", "tablist", "menu", "menuitem",
+                   "grid", "tree", "treeitem"];
+    // the key belongs to a widget: an element on the event's path (through shadow roots)
+    // that edits or chooses with the arrow keys
+    function widgetKey(e) {
+      if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return true;
+      for (const el of e.composedPath()) {
+        if (!(el instanceof Element)) continue;
+        if (FIELDS.includes(el.tagName) || el.isContentEditable) return true;
+        const role = el.getAttribute("role");
+        if (role && ROLES.includes(role)) return true;
+        if (el.classList.contains("noUi-handle") || el.classList.contains("noUi-target"))
+          return true;
+      }
+      return false;
+    }
+    export function render({ model }) {
+      const onKey = (e) => {
+        if (e.key !== "ArrowRight" && e.key !== "ArrowLeft") return;
+        if (widgetKey(e)) return;
+        if (e.key === "ArrowRight") { model.forward += 1; } else { model.back += 1; }
+      };
+      document.addEventListener("keydown", onKey);
+      model.on("remove", () => document.removeEventListener("keydown", onKey));
+      return document.createElement("span");
+    }
+    """
+
+
+class ScrollTo(JSComponent):
+    """Scrolls the plot whose Bokeh model id is ``target`` into view each time ``count``
+    grows (and when first drawn): the least scrolling that shows the whole plot. The plot
+    of a step that has just opened may not be drawn yet, or move as the page settles: it
+    is looked for until it is drawn, and put back into view once the page has settled."""
+
+    target = param.String(default="")
+    count = param.Integer(default=0)
+
+    _esm = """
+    export function render({ model }) {
+      let timers = [];
+      const view = (id) => {
+        for (const v of Bokeh.index.query(v => v.model.id === id)) {
+          if (v.el && v.el.isConnected && v.el.getBoundingClientRect().height > 0) return v;
+        }
+        return null;
+      };
+      const inView = (el) => {
+        const r = el.getBoundingClientRect();
+        return r.top >= 0 && r.bottom <= window.innerHeight;
+      };
+      const go = () => {
+        timers.forEach(clearTimeout);
+        timers = [];
+        const id = model.target;
+        if (!id) return;
+        const started = Date.now();
+        let scrolled = 0;
+        const attempt = () => {
+          const v = view(id);
+          if (v != null && !inView(v.el)) {
+            v.el.scrollIntoView({block: "nearest", inline: "nearest"});
+            scrolled += 1;
+          }
+          // looked for 10 s at most; checked again while the page settles (3 s)
+          if ((v == null && Date.now() - started < 10000) ||
+              (v != null && scrolled < 3 && Date.now() - started < 3000)) {
+            timers.push(setTimeout(attempt, 250));
+          }
+        };
+        attempt();
+      };
+      model.on("count", go);
+      model.on("remove", () => timers.forEach(clearTimeout));
+      go();
+      return document.createElement("span");
+    }
+    """
