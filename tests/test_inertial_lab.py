@@ -74,7 +74,7 @@ def test_each_preset_runs_with_finite_data():
         if p["name"].startswith("effective"):
             pred, act = plots.pred_marker[0].location, plots.actual_marker[0].location
             assert abs(pred - act) <= 3
-        assert "T_max" in lab.status.object
+        assert "Tₘₐₓ" in lab.status.object
 
 
 def test_bad_input_shows_message():

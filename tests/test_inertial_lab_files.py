@@ -197,7 +197,7 @@ def test_a_file_chosen_on_the_base_case_runs_the_attention_experiments():
     assert not lab.momentum and lab.settings.model == "linear_accelerated"
     assert lab.settings.nesterov_t0 == 1.0 and lab.plot_area.shown[0] == "eigenvalues"
     assert "(numerical)" in lab.status.object
-    assert lab.use_generated_data() and "first-order T_max = 1.000" in lab.status.object
+    assert lab.use_generated_data() and "first-order Tₘₐₓ = 1.000" in lab.status.object
 
 
 def _upload(lab, name, data):

@@ -241,7 +241,7 @@ def test_a_lab_step_slide_draws_the_labs_plots(tmp_path):
     fig = slides.lab_slide_figure(result, "Momentum delays the blow-up", "Compare the markers.")
     axes = fig.slide_axes
     marks = {t.get_text() for t in axes["eigenvalues"].texts}
-    assert marks == {f"T_max = {result.first_order_time:.3f}",
+    assert marks == {f"Tₘₐₓ = {result.first_order_time:.3f}",
                      f"blow-up = {result.accelerated_time:.3f}"}
     assert result.first_order_time == pytest.approx(1.0, rel=1e-3)
     vlines = [line.get_xdata()[0] for line in axes["eigenvalues"].get_lines()

@@ -86,7 +86,7 @@ class AttentionPlots:
         legend_below(g, ncols=2, label_width=60)
         self.cloud_fig = g
 
-        c = log_figure("λ_max(S(t)): three clouds with the same S(0)", "time t", "λ_max(S)")
+        c = log_figure("λₘₐₓ(S(t)): three clouds with the same S(0)", "time t", "λₘₐₓ(S)")
         self.clouds_cmp = {k: ColumnDataSource({"t": [], "s": []}) for k in CLOUDS}
         for i, k in enumerate(CLOUDS):
             c.line("t", "s", source=self.clouds_cmp[k], color=COLORS[i], line_width=2,
@@ -102,12 +102,12 @@ class AttentionPlots:
         h.line("t", "H", source=self.ham_src, line_width=2)
         self.ham_fig = h
 
-        s = log_figure("Softmax: inertial vs momentum-only", "time t", "λ_max(S)")
+        s = log_figure("Softmax: inertial vs momentum-only", "time t", "λₘₐₓ(S)")
         self.soft_src = {k: ColumnDataSource({"t": [], "s": []}) for k in SOFTMAX_MODELS}
         for i, k in enumerate(self.soft_src):
             s.line("t", "s", source=self.soft_src[k], color=COLORS[i + 3], line_width=2,
-                   legend_label=k.replace("softmax_", ""))
-        legend_below(s, ncols=3, label_width=76)  # "first_order" clear of "momentum"
+                   legend_label=k.replace("softmax_", "").replace("_", " "))
+        legend_below(s, ncols=3, label_width=76)  # "first order" clear of "momentum"
         self.soft_fig = s
         self.figures = (self.eig_fig, self.cloud_fig, self.layer_fig, self.clouds_fig,
                         self.ham_fig, self.soft_fig)
@@ -122,14 +122,14 @@ class AttentionPlots:
         f.multi_line("xs", "ys", source=self.eig_acc, line_color=COLORS[1], line_width=2,
                      line_dash="dashed", legend_label="accelerated")
         legend_below(f, ncols=2, label_width=60)
-        self.tmax_marker = vspan(f, "T_max", row=0, color=COLORS[0])
+        self.tmax_marker = vspan(f, "Tₘₐₓ", row=0, color=COLORS[0])
         self.tacc_marker = vspan(f, "blow-up", row=1, color=COLORS[1])
         self.eig_fig = f
 
     def _layers(self) -> None:
         """The layer-by-layer second moment, the threshold θ and its layers."""
         lay = log_figure("Layer-by-layer second moment (accelerated, P(0) = 0)",
-                         "layer l (depth l·h)", "λ_max(S_l)")
+                         "layer l (depth l·h)", "λₘₐₓ(Sₗ)")
         self.layer_src = {k: ColumnDataSource({"l": [], "s": []})
                           for k in ("continuous", *LAYER_SCHEMES)}
         lay.line("l", "s", source=self.layer_src["continuous"], color="black",
@@ -159,7 +159,7 @@ class AttentionPlots:
         self.eig_first.data = _lines(r.first_order_eigenvalues)
         self.eig_acc.data = _lines(r.accelerated_eigenvalues)
         place_markers(((self.tmax_marker, r.first_order_time,
-                        f"T_max = {r.first_order_time:.3f}"),
+                        f"Tₘₐₓ = {r.first_order_time:.3f}"),
                        (self.tacc_marker, r.accelerated_time,
                         f"blow-up {r.accelerated_time:.3f}")),
                       x_end(eigenvalues))
@@ -190,5 +190,5 @@ class AttentionPlots:
                     f"{r.predicted_layer if r.predicted_layer is not None else 'none'})"
                     if r.crossing_layer is not None else "not crossed")
         how = " (numerical)" if r.data.a is None else ""
-        return (f"first-order T_max = {_when(r.first_order_time)}{how}; accelerated blow-up "
+        return (f"first-order Tₘₐₓ = {_when(r.first_order_time)}{how}; accelerated blow-up "
                 f"at t = {_when(r.accelerated_time)}; θ = {r.theta:g} {crossing}")

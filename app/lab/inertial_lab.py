@@ -294,7 +294,7 @@ class InertialLab(pn.viewable.Viewer):
         self._layout()
         self.caption.object = (
             f"**Running {name}**: N = {X.shape[0]}, d = {X.shape[1]} ({names}"
-            f"{'; ' + missing if missing else ''}). The first-order T_max is found "
+            f"{'; ' + missing if missing else ''}). The first-order Tₘₐₓ is found "
             "numerically; the moment systems and the layers start at rest (P(0) = 0)"
             f"{momenta}. The greyed-out settings come from the file.")
         self.upload_note.object = f"Using **{name}** ({names})."

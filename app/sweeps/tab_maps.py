@@ -103,7 +103,7 @@ class SweepMaps:
             z = np.full((len(y) - 1, len(x) - 1), np.nan)
         # (the colour range of the values drawn: −0.5 … 0.5 while blank)
         return cell_map(x, y, z, *self._axis_specs(), "first_order_blowup_time",
-                        "first-order T_max = min 1/(2 a v s0) (theory)", ["hover"],
+                        "first-order Tₘₐₓ = min 1/(2 a v s0) (theory)", ["hover"],
                         colour_limits(shown_values(z)[0]))
 
     def _theory_data(self):

@@ -44,7 +44,7 @@ def lab_slide_figure(result, title: str = "Inertial lab", caption: str = "") -> 
                                       "accelerated")):
         for k, c in enumerate(curves):
             ax.plot(c.x, c.y, color=color, ls=ls, lw=2, label=label if k == 0 else None)
-    for t, color, label in ((result.first_order_time, "C0", "T_max"),
+    for t, color, label in ((result.first_order_time, "C0", "Tₘₐₓ"),
                             (result.accelerated_time, "C3", "blow-up")):
         if math.isfinite(t):
             ax.axvline(t, color=color, ls="--", lw=1.5)

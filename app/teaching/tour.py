@@ -53,6 +53,9 @@ STEP_FIELDS = ("title", "text", "preset", "tab", "lab_preset", "annotations", "p
 #: Time a step's slide is run to (``"t_end"`` of the step, else this).
 SLIDE_T_END = 10.0
 TABS = ("main", "lab")
+#: The banner stays at the top of the window while the page scrolls (a step scrolls to
+#: the plot it names: the step's text and clock stay in view above it, issue #35).
+STICKY = {"position": "sticky", "top": "0", "z-index": "20"}
 #: Type of the banner in projector mode at 1280×720 (scaled with the plots above it).
 PROJECTOR_FONT = 18
 _CSS = read_asset("style.css")
@@ -211,7 +214,7 @@ class Tour(pn.viewable.Viewer):
                    self.keys, self.scroll, sizing_mode="stretch_width"),
             self.text, css_classes=["tour"], sizing_mode="stretch_width", visible=False,
             styles={"border-left": "4px solid #2a6fdb", "background": "#f3f7ff",
-                    "padding": "4px 0"})
+                    "padding": "4px 0", **STICKY})
 
     def restyle(self, projector: bool, scale: float = 1.0) -> None:
         """The banner's type: the page's in normal mode, :data:`PROJECTOR_FONT` px times

@@ -50,7 +50,8 @@ class ArrowKeys(JSComponent):
 
 class ScrollTo(JSComponent):
     """Scrolls the plot whose Bokeh model id is ``target`` into view each time ``count``
-    grows (and when first drawn): the least scrolling that shows the whole plot. The plot
+    grows (and when first drawn): the least scrolling that shows the whole plot below the
+    tour's banner (which stays at the window's top), its top first. The plot
     of a step that has just opened may not be drawn yet, or move as the page settles: it
     is looked for until it is drawn, and put back into view once the page has settled."""
 
@@ -66,9 +67,24 @@ class ScrollTo(JSComponent):
         }
         return null;
       };
+      // the tour's banner stays at the window's top (sticky): a plot under it is hidden
+      const covered = () => {
+        for (const v of Bokeh.index.query(v => (v.model.css_classes || []).includes("tour"))) {
+          if (v.el && v.el.isConnected) return Math.max(0, v.el.getBoundingClientRect().bottom);
+        }
+        return 0;
+      };
       const inView = (el) => {
         const r = el.getBoundingClientRect();
-        return r.top >= 0 && r.bottom <= window.innerHeight;
+        return r.top >= covered() && r.bottom <= window.innerHeight;
+      };
+      // the least scrolling that shows the plot below the banner (its top first, if the
+      // plot is taller than the room left)
+      const reveal = (el) => {
+        const r = el.getBoundingClientRect(), top = covered() + 4;
+        const dy = r.top < top ? r.top - top
+                 : Math.min(r.bottom - window.innerHeight + 4, r.top - top);
+        window.scrollBy(0, dy);
       };
       const go = () => {
         timers.forEach(clearTimeout);
@@ -80,7 +96,7 @@ class ScrollTo(JSComponent):
         const attempt = () => {
           const v = view(id);
           if (v != null && !inView(v.el)) {
-            v.el.scrollIntoView({block: "nearest", inline: "nearest"});
+            reveal(v.el);
             scrolled += 1;
           }
           // looked for 10 s at most; checked again while the page settles (3 s)

@@ -108,11 +108,20 @@ def plot_frames(page, only: list[str] | None = None, scroll: bool = False) -> li
 
 
 def _scroll_to(page, frame: dict) -> None:
-    """Scroll the plot of ``frame`` (one entry of :func:`plot_frames`) into view."""
-    page.evaluate("""(id) => { for (const v of Bokeh.index.query(
-                         v => v.model.id === id && v.canvas_view != null))
-                       v.canvas_view.el.scrollIntoView({block: "center", inline: "nearest"}); }""",
-                  frame["id"])
+    """Scroll the plot of ``frame`` (one entry of :func:`plot_frames`) into view, below the
+    tour's banner where it is shown (it stays at the window's top: its coloured border
+    over a plot would read as data)."""
+    page.evaluate("""(id) => {
+      let covered = 0;
+      for (const b of Bokeh.index.query(b => (b.model.css_classes || []).includes("tour")))
+        if (b.el && b.el.isConnected)
+          covered = Math.max(covered, b.el.getBoundingClientRect().bottom);
+      for (const v of Bokeh.index.query(v => v.model.id === id && v.canvas_view != null)) {
+        v.canvas_view.el.scrollIntoView({block: "center", inline: "nearest"});
+        const top = v.canvas_view.el.getBoundingClientRect().top;
+        if (top < covered + 2) window.scrollBy(0, top - covered - 2);
+      }
+    }""", frame["id"])
 
 
 def _screenshot(page) -> tuple[np.ndarray, float]:

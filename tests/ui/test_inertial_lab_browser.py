@@ -18,7 +18,7 @@ pytestmark = pytest.mark.ui
 
 
 def _status(page):
-    return page.get_by_text(re.compile(r"first-order T_max")).first.inner_text()
+    return page.get_by_text(re.compile(r"first-order Tₘₐₓ")).first.inner_text()
 
 
 @pytest.mark.slow
@@ -31,18 +31,18 @@ def test_inertial_lab_renders_and_responds(page, server, console_errors):
     page.locator("select:visible").first.select_option(
         label="first-order blow-up at 1/(2 a v s)")
     page.get_by_role("button", name="Run").first.click()
-    page.get_by_text(re.compile(r"first-order T_max = 1\.000")).first.wait_for(timeout=30000)
+    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 1\.000")).first.wait_for(timeout=30000)
     # the lab's plots (eigenvalues, cloud, layers, clouds, Hamiltonian, softmax) render
     assert page.locator(".bk-Canvas").count() >= 7 + 6
-    assert "T_max = 1.000" in _status(page)  # 1/(2 a v s) with a = v = 1, s = 1/2
+    assert "Tₘₐₓ = 1.000" in _status(page)  # 1/(2 a v s) with a = v = 1, s = 1/2
 
     # responds: V = 2 halves the first-order blow-up time
     field = page.get_by_role("textbox").nth(1)
     field.fill("2")
     field.press("Enter")
     page.get_by_role("button", name="Run").first.click()
-    page.get_by_text(re.compile(r"first-order T_max = 0\.500")).first.wait_for(timeout=30000)
-    assert "T_max = 0.500" in _status(page)
+    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 0\.500")).first.wait_for(timeout=30000)
+    assert "Tₘₐₓ = 0.500" in _status(page)
     assert console_errors == []
 
 
@@ -81,7 +81,7 @@ def test_inertial_lab_opens_on_a_run_with_its_equations(page, server, console_er
 @pytest.mark.slow
 def test_the_lab_runs_an_uploaded_file(page, server, console_errors, tmp_path):
     """A weights file with X, A, V chosen in the page's file input: the lab runs it (the
-    first-order T_max is then numerical: 1/(2·2·1·0.5) = 0.5 for A = 2I, V = I, S(0) = I/2)
+    first-order Tₘₐₓ is then numerical: 1/(2·2·1·0.5) = 0.5 for A = 2I, V = I, S(0) = I/2)
     and goes back to its generated data on request."""
     import numpy as np
 
@@ -98,11 +98,11 @@ def test_the_lab_runs_an_uploaded_file(page, server, console_errors, tmp_path):
     # the sidebar's group "Your own data"
     page.get_by_text("Your own data (.npz)").click()
     page.locator("input[type=file]:visible").first.set_input_files(str(path))
-    page.get_by_text(re.compile(r"first-order T_max = 0\.500 \(numerical\)")).first.wait_for(
+    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 0\.500 \(numerical\)")).first.wait_for(
         timeout=30000)
     assert page.get_by_text(re.compile(r"Running mine\.npz.*N = 20, d = 2")).count() >= 1
     page.get_by_role("button", name="Back to generated data").click()
-    page.get_by_text(re.compile(r"first-order T_max = 1\.000;")).first.wait_for(timeout=30000)
+    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 1\.000;")).first.wait_for(timeout=30000)
     assert console_errors == []
 
 
@@ -146,7 +146,7 @@ def test_the_lab_shows_the_base_case_from_its_first_preset(page, server, console
     assert path["title"] == "Path of token 1 in the plane (a = 1, 0.01)"  # x₁, x₂ order
     # the attention plots wait for their presets
     page.locator("select:visible").first.select_option(label="V ⪯ 0: global existence")
-    page.get_by_text(re.compile(r"first-order T_max = ∞")).first.wait_for(timeout=30000)
+    page.get_by_text(re.compile(r"first-order Tₘₐₓ = ∞")).first.wait_for(timeout=30000)
     assert console_errors == []
 
 

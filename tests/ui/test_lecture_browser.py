@@ -89,17 +89,33 @@ FOCUS = """
   return null;
 }
 """
+#: Page script: the tour banner's top and bottom in the window (px), or null.
+BANNER = """
+() => {
+  for (const v of Bokeh.index.query(v => (v.model.css_classes || []).includes("tour"))) {
+    if (v.el && v.el.isConnected) {
+      const r = v.el.getBoundingClientRect();
+      return [r.top, r.bottom];
+    }
+  }
+  return null;
+}
+"""
 #: Longest wait for the step's first plot to come into view (s).
 FOCUS_TIMEOUT = 15
 
 
 def _focus_frame(page) -> dict | None:
-    """The frame of the plot the step names first, if it lies wholly in the viewport."""
+    """The frame of the plot the step names first, if it lies wholly in the viewport with
+    the tour's banner (the step's text and clock) wholly in view above it."""
     target = page.evaluate(FOCUS)
+    banner = page.evaluate(BANNER)
+    if banner is None or banner[0] < -1:
+        return None
     view = page.viewport_size
     for frame in plot_frames(page):
         if frame["id"] == target and frame["width"] > 0 and frame["height"] > 0:
-            inside = (frame["x"] >= 0 and frame["y"] >= 0
+            inside = (frame["x"] >= 0 and frame["y"] >= banner[1] - 1
                       and frame["x"] + frame["width"] <= view["width"]
                       and frame["y"] + frame["height"] <= view["height"])
             return frame if inside else None
@@ -135,7 +151,8 @@ def _check_step(page, number: int, projector: bool) -> list[str]:
     # before anything here scrolls (the pixels' reading does): the plot the text names
     # first is brought into view as the step opens (its data: read below with the rest)
     if not _wait(page, lambda: _focus_frame(page) is not None, timeout=FOCUS_TIMEOUT):
-        problems.append(f"the plot the step names first ({step['plots'][0]}) is not in view")
+        problems.append(f"the plot the step names first ({step['plots'][0]}) is not in view "
+                        f"below the banner (banner {page.evaluate(BANNER)})")
     if lab:
         drawn = _wait(page, lambda: all(v >= MIN_PIXELS for v in plots_data(page).values()),
                       timeout=LAB_TIMEOUT, poll=LAB_POLL)
