@@ -118,8 +118,8 @@ def pytest_terminal_summary(terminalreporter):
 
 
 #: The browser tier's longest tests (a minute or more each), run first: with the tier in
-#: two processes (``scripts/run_tests.py``) a long test started last would run alone at
-#: the end while the other process idles.
+#: two processes (``pytest -m ui -n 2``) a long test started last would run alone at the
+#: end while the other process idles.
 LONGEST_FIRST = ("tests/ui/test_lecture_browser.py", "tests/ui/test_classroom.py",
                  "test_sessions_start_and_stop_their_callbacks",
                  "test_every_lab_preset_draws_its_plots")

@@ -53,7 +53,8 @@ class ScrollTo(JSComponent):
     grows (and when first drawn): the least scrolling that shows the whole plot below the
     tour's banner (which stays at the window's top), its top first. The plot
     of a step that has just opened may not be drawn yet, or move as the page settles: it
-    is looked for until it is drawn, and put back into view once the page has settled."""
+    is looked for until it is drawn, and put back into view once the page has settled,
+    unless someone else scrolled the page meanwhile."""
 
     target = param.String(default="")
     count = param.Integer(default=0)
@@ -92,13 +93,17 @@ class ScrollTo(JSComponent):
         const id = model.target;
         if (!id) return;
         const started = Date.now();
-        let scrolled = 0;
+        let scrolled = 0, mine = null;
         const attempt = () => {
+          // someone scrolled the page since (the lecturer, a reader of the plots): it
+          // stays where they put it
+          if (mine !== null && Math.abs(window.scrollY - mine) > 1) return;
           const v = view(id);
           if (v != null && !inView(v.el)) {
             reveal(v.el);
             scrolled += 1;
           }
+          if (v != null) mine = window.scrollY;
           // looked for 10 s at most; checked again while the page settles (3 s)
           if ((v == null && Date.now() - started < 10000) ||
               (v != null && scrolled < 3 && Date.now() - started < 3000)) {
