@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -31,6 +32,9 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1700, "height": 1350}
+#: The Inertial lab's status once its first preset (the momentum base case) has run: the
+#: lab is built (it is built when its tab is first shown).
+LAB_BUILT = re.compile(r"f − f\* at t = ")
 
 #: Counts the changes of the attention heatmap's ColumnDataSource over ``ms``.
 COUNT_CHANGES = """

@@ -13,7 +13,7 @@ import re
 import pytest
 from helpers import open_group
 from pixels import assert_plots_show_data
-from serving import COUNT_CHANGES
+from serving import COUNT_CHANGES, LAB_BUILT
 
 pytestmark = pytest.mark.ui
 
@@ -123,7 +123,7 @@ def test_csv_download_and_inertial_tab(main_page, module_page):
     assert table[0].endswith(",settings_json") and '""model"": ""canonical""' in table[1]
     assert re.fullmatch(r"canonical_t\d+\.\d{3}_\d{8}-\d{6}\.csv", info.value.suggested_filename)
     page.get_by_text("Inertial lab", exact=True).click()
-    page.get_by_text("first-order Tₘₐₓ").first.wait_for(timeout=90000)  # built on first show
+    page.get_by_text(LAB_BUILT).first.wait_for(timeout=90000)  # built on first show
     page.get_by_text("Nonequilibrium attention", exact=True).click()
     page.get_by_text("Model: canonical").first.wait_for(state="visible", timeout=10000)
     assert module_page.errors == []

@@ -11,6 +11,7 @@ squeezed to nothing counts as blank).
 import pytest
 from helpers import open_group
 from pixels import assert_no_sideways_scroll, assert_plots_show_data
+from serving import LAB_BUILT
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -109,7 +110,7 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         page.get_by_role("button", name="Apply pasted settings").wait_for(timeout=10000)
         # the inertial lab
         page.get_by_text("Inertial lab", exact=True).click()
-        page.get_by_text("first-order Tₘₐₓ").first.wait_for(timeout=90000)  # built on first show
+        page.get_by_text(LAB_BUILT).first.wait_for(timeout=90000)  # built on first show
         page.wait_for_timeout(1000)
         _check_page(page, width, at_least=2)  # its first preset: the momentum base case
         assert_no_sideways_scroll(page)  # (its legends were 1,070 px wide at 1024 px)

@@ -10,7 +10,7 @@ import re
 import pytest
 from helpers import open_group
 from pixels import assert_plots_show_data
-from serving import COUNT_CHANGES
+from serving import COUNT_CHANGES, LAB_BUILT
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -38,7 +38,7 @@ def test_labels_pause_and_tabs(page, server, console_errors):
     # both plots shown are drawn on the screen, with their curves (not only in the document)
     assert_plots_show_data(page, only=[linear, distance], at_least=2)
     page.get_by_text("Inertial lab", exact=True).click()
-    page.get_by_text("first-order Tₘₐₓ").first.wait_for(timeout=90000)
+    page.get_by_text(LAB_BUILT).first.wait_for(timeout=90000)
     page.evaluate(COUNT_CHANGES, 500)  # (a frame in flight as the tab changed lands)
     assert page.evaluate(COUNT_CHANGES, 1500) == 0
     page.get_by_text("Nonequilibrium attention", exact=True).click()

@@ -7,6 +7,7 @@ import re
 
 import pytest
 from helpers import open_group
+from serving import LAB_BUILT
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -130,7 +131,7 @@ def test_the_inertial_lab_says_its_plots_are_stale_until_run(page, server, conso
     page.wait_for_selector(".bk-Canvas", timeout=90000)
     _pause(page)
     page.get_by_text("Inertial lab", exact=True).click()
-    page.get_by_text("first-order Tₘₐₓ").first.wait_for(timeout=90000)
+    page.get_by_text(LAB_BUILT).first.wait_for(timeout=90000)
     stale = page.get_by_text("The plots are stale")
     assert stale.count() == 0 or not stale.first.is_visible()
     kernel = page.get_by_label("A diagonal (kernel_diag)")
