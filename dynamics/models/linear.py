@@ -53,7 +53,7 @@ SPEC = register(ModelSpec(
 <p><b>First-order linear attention</b>: $$\dot x_i = V S A\, x_i,\qquad
 S = \frac1N \sum_j x_j x_j^\top,$$ so that $\dot S = VSAS + SASV$. For commuting $A$, $V$,
 $S(0)$ the moments blow up at $T_{\max} = \min_{v_k>0} 1/(2 a_k v_k s_k)$.</p>""",
-    look_for="λ_max(S) grows like 1/(T_max − t) and the run stops near T_max.",
+    look_for="λₘₐₓ(S) grows like 1/(Tₘₐₓ − t) and the run stops near Tₘₐₓ.",
     build=_build, reproblem=part_two.reproblem,
     stepper=RK4, energy=None, diagnostics=diagnostics.part_two, subset_diagnostics=True,
     check=part_two.check,

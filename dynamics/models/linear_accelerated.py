@@ -88,8 +88,8 @@ $$\dot x_i = \frac{\partial H}{\partial y_i}, \qquad
 \dot y_i = -\alpha(t)\, y_i - \frac{\partial H}{\partial x_i},$$
 $y_i(0) = 0$. Energy law: $\dfrac{dH}{dt} = -\alpha(t)\sum_i y_i\cdot
 \dfrac{\partial H}{\partial y_i} \le 0$. Damping $\alpha = c$ or $r/(t+t_0) + c$.</p>""",
-    look_for="H only decreases; damping delays the blow-up of λ_max(S) past the "
-             "first-order T_max.",
+    look_for="H only decreases; damping delays the blow-up of λₘₐₓ(S) past the "
+             "first-order Tₘₐₓ.",
     build=_build, reproblem=part_two.reproblem,
     stepper=RK4, energy=part_two.energy, diagnostics=diagnostics.part_two, subset_diagnostics=True,
     check=part_two.check,

@@ -85,7 +85,7 @@ $$H_r = \frac{\|P\|^2}{2m} + \Phi(X) + \frac{k}{2}\|X\|^2,\qquad \dot X = P/m,\q
 \dot P = f(A^*(X), X) - kX.$$
 Conservative: $H_r$ is conserved (no dissipation, KL $\equiv 0$). It is the
 $\gamma\to\infty$ limit of the canonical model.</p>""",
-    look_for="H_r stays constant (bounded oscillation, no drift); KL and D are zero.",
+    look_for="Hᵣ stays constant (bounded oscillation, no drift); KL and D are zero.",
     energy_symbol="Hᵣ", identically_zero=SLAVED_ZERO,
     build=_build, reproblem=part_one.reslave,
     stepper=Verlet, energy=_energy, diagnostics=_diagnostics,

@@ -146,7 +146,7 @@ $$\dot x_i = P_{x_i} \sum_j \mathrm{softmax}_j(\beta\, x_i^\top M x_j)\, W_V x_j
 With $M = W_V = I$ the interaction energy
 $E_\beta = \tfrac{1}{2\beta}\sum_{ij} e^{\beta\langle x_i, x_j\rangle}$ rises to
 $N^2 e^\beta/(2\beta)$, reached when all tokens form one cluster.</p>""",
-    look_for="With M = W_V = I (the default) Eᵦ rises and tokens merge into clusters; "
+    look_for="With M = Wᵥ = I (the default) Eᵦ rises and tokens merge into clusters; "
              "at large β several clusters persist a long time before merging.",
     build=_build, reproblem=_reproblem,
     stepper=ProjectedHeun, energy=interaction_energy, diagnostics=_diagnostics,
