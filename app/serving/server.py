@@ -80,6 +80,7 @@ def register_session(session) -> None:
         weak reference, so a registered session is still freed when it ends.
     """
     _WITH_CALLBACK.add(session)
+    watch_stranded_writes()
 
 
 def forget_session(session) -> None:
@@ -145,6 +146,64 @@ def install_closed_socket_filter() -> None:
     if loop.get_exception_handler() is not closed_socket_filter:
         loop._dashboard_previous_handler = loop.get_exception_handler()
         loop.set_exception_handler(closed_socket_filter)
+
+
+# -- Panel's queued writes -------------------------------------------------------------
+#: Seconds between two looks for changes Panel queued for a page and left unsent.
+STRANDED_CHECK_EVERY = 0.25
+_stranded_loop = None  # the loop :func:`watch_stranded_writes` looks on (None: not looking)
+
+
+def resend_stranded_writes() -> int:
+    """Hand the changes Panel queued for a page, and left unsent, to its sender again;
+    return the number of pages whose changes were stranded.
+
+    Panel writes a session's changes straight to the page's websocket. While a write is
+    under way it queues later changes (``panel.io.document._WRITE_MSGS``) behind a flag
+    (``_WRITE_BLOCK``) for a task that sends them. A sending task that ends clears the
+    flag even when a newer batch was queued meanwhile, and that batch's own task, finding
+    the flag cleared, returns: the batch waits for the page's next change (Panel 1.9.4).
+    A run's last frame and its end ("■ t = 20.0 / 20") were stranded so, with nothing
+    after them: on a loaded machine about one tour step in ten stayed at t = 14.4 of a
+    run the server had ended at 20. A page is stranded exactly when it has queued
+    changes and no flag (Panel sets the flag before it queues).
+    """
+    try:
+        from panel.io import document as panel_document
+
+        queued, flagged = panel_document._WRITE_MSGS, panel_document._WRITE_BLOCK
+        dispatch, send = panel_document._dispatch_write_task, panel_document._dispatch_msgs
+    except (ImportError, AttributeError):  # a Panel without that queue: nothing to mend
+        return 0
+    stranded = [doc for doc in list(queued.keys()) if doc not in flagged]
+    for doc in stranded:
+        flagged[doc] = True
+        dispatch(doc, send, doc)
+    return len(stranded)
+
+
+def watch_stranded_writes() -> None:
+    """Look for stranded changes (:func:`resend_stranded_writes`) every
+    :data:`STRANDED_CHECK_EVERY` s on the running loop while a session is registered
+    (started again by the next registration); nothing without a running loop."""
+    global _stranded_loop
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if _stranded_loop is loop:
+        return
+    _stranded_loop = loop
+
+    def look():
+        global _stranded_loop
+        resend_stranded_writes()
+        if _WITH_CALLBACK:
+            loop.call_later(STRANDED_CHECK_EVERY, look)
+        else:
+            _stranded_loop = None
+
+    loop.call_later(STRANDED_CHECK_EVERY, look)
 
 
 # -- memory of ended sessions ---------------------------------------------------------
