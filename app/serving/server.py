@@ -154,7 +154,7 @@ STRANDED_CHECK_EVERY = 0.25
 _stranded_loop = None  # the loop :func:`watch_stranded_writes` looks on (None: not looking)
 
 
-def resend_stranded_writes() -> int:
+def resend_stranded_writes(queued=None, flagged=None, send=None) -> int:
     """Hand the changes Panel queued for a page, and left unsent, to its sender again;
     return the number of pages whose changes were stranded.
 
@@ -164,22 +164,35 @@ def resend_stranded_writes() -> int:
     flag even when a newer batch was queued meanwhile, and that batch's own task, finding
     the flag cleared, returns: the batch waits for the page's next change (Panel 1.9.4).
     A run's last frame and its end ("■ t = 20.0 / 20") were stranded so, with nothing
-    after them: on a loaded machine about one tour step in ten stayed at t = 14.4 of a
-    run the server had ended at 20. A page is stranded exactly when it has queued
+    after them: on a loaded machine about one tour step in twelve stayed at t = 14.4 of
+    a run the server had ended at 20. A page is stranded exactly when it has queued
     changes and no flag (Panel sets the flag before it queues).
-    """
-    try:
-        from panel.io import document as panel_document
 
-        queued, flagged = panel_document._WRITE_MSGS, panel_document._WRITE_BLOCK
-        dispatch, send = panel_document._dispatch_write_task, panel_document._dispatch_msgs
-    except (ImportError, AttributeError):  # a Panel without that queue: nothing to mend
-        return 0
+    ``queued``, ``flagged`` and ``send(doc)`` stand for Panel's queue, its flags and its
+    sender (None: Panel's own).
+    """
+    if queued is None or flagged is None or send is None:
+        try:
+            from panel.io import document as panel_document
+
+            queued, flagged = panel_document._WRITE_MSGS, panel_document._WRITE_BLOCK
+            dispatch, sender = (panel_document._dispatch_write_task,
+                                panel_document._dispatch_msgs)
+        except (ImportError, AttributeError):  # a Panel without that queue: nothing to mend
+            return 0
+
+        def send(doc):
+            dispatch(doc, sender, doc)
     stranded = [doc for doc in list(queued.keys()) if doc not in flagged]
     for doc in stranded:
         flagged[doc] = True
-        dispatch(doc, send, doc)
+        send(doc)
     return len(stranded)
+
+
+def watching_stranded_writes() -> bool:
+    """Whether :func:`watch_stranded_writes` looks now."""
+    return _stranded_loop is not None
 
 
 def watch_stranded_writes() -> None:
