@@ -324,6 +324,54 @@ def test_cancel_keeps_finished_points_and_marks_the_rest(client):
         assert_same_bits(ds["kl_mean"].values[i, j], expected["kl_mean"])
 
 
+_HOLD = threading.Event()
+
+
+def _held(batch):
+    """A task that runs until :data:`_HOLD` is set (the workers of ``client`` are threads
+    of this process)."""
+    _HOLD.wait(60)
+    return batch
+
+
+def test_a_task_cancelled_while_it_runs_is_still_found_on_its_worker(client):
+    """A cancelled task that runs goes on in its worker's thread, where the scheduler no
+    longer lists it: ``workers_running`` finds it there (the Sweep tab's cancel restarts
+    that worker; in CI it had missed a task the scheduler handed out as it cancelled)."""
+    from dynamics.sweeps.cluster import ClusterTasks
+
+    _HOLD.clear()
+    tasks = ClusterTasks(client, [(0, {})], [1])
+    tasks.submit(_held)
+    try:
+        deadline = time.monotonic() + 30
+        while not tasks.workers_running():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        [worker] = tasks.workers_running()
+        tasks.cancel()
+        deadline = time.monotonic() + 10
+        while any(client.processing().values()):  # the scheduler forgets it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert tasks.workers_running() == {worker}  # its thread still runs it
+    finally:
+        _HOLD.set()
+    deadline = time.monotonic() + 30
+    while tasks.workers_running():  # and once it returns, no worker runs it
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_tasks_cancelled_before_their_submit_are_never_submitted(client):
+    from dynamics.sweeps.cluster import ClusterTasks
+
+    tasks = ClusterTasks(client, [(0, {}), (1, {})], [1, 1])
+    tasks.cancel()
+    tasks.submit(_held)
+    assert tasks.futures == [] and tasks.keys == set() and tasks.workers_running() == set()
+
+
 # -- where a sweep runs, and its tasks -----------------------------------------------------
 def test_a_small_sweep_runs_here_without_starting_a_cluster(tmp_path):
     """No client, a sweep of two short points: run in this process (dask.distributed

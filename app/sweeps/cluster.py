@@ -42,16 +42,15 @@ def cancel_sweep(run) -> threading.Thread | None:
         The thread restarting them (started), or None when no worker was running one.
     """
     tasks = run.tasks  # its tasks on the cluster, while they run
-    client, keys = (tasks.client, tasks.keys) if tasks is not None else (None, set())
-    busy = []
-    if client is not None and keys:
-        try:
-            busy = [w for w, tasks in client.processing().items() if keys & set(tasks)]
-        except Exception:  # the cluster may be closing already
-            busy = []
+    # before the cancel (the scheduler lists what runs) and after it (a task the
+    # scheduler handed out meanwhile runs on in its worker's thread)
+    busy = tasks.workers_running() if tasks is not None else set()
     run.cancel()
+    if tasks is not None:
+        busy |= tasks.workers_running()
     if not busy:
         return None
+    client, busy = tasks.client, sorted(busy)
 
     def restart():
         try:

@@ -106,22 +106,49 @@ class ClusterTasks:
         self.client = client
         self.batches = [points[lo:hi] for lo, hi in itertools.pairwise(edges)]
         self.futures: list = []
+        self.cancelled = False
+        # a cancel from another thread waits for a submit under way (a task the scheduler
+        # already runs is then among the keys it reads), and a submit after a cancel
+        # submits nothing
+        self._submitting = threading.Lock()
 
     def submit(self, run: Callable, *args) -> None:
-        """Submit ``run(batch, *args)`` for every batch."""
-        # the large tasks first (their priority the highest), the small ones to finish
-        self.futures = [self.client.submit(run, batch, *args, pure=False,
-                                           priority=len(self.batches) - k)
-                        for k, batch in enumerate(self.batches)]
+        """Submit ``run(batch, *args)`` for every batch (none once cancelled)."""
+        with self._submitting:
+            if self.cancelled:
+                return
+            # the large tasks first (their priority the highest), the small ones to finish
+            self.futures = [self.client.submit(run, batch, *args, pure=False,
+                                               priority=len(self.batches) - k)
+                            for k, batch in enumerate(self.batches)]
 
     @property
     def keys(self) -> set:
         """The keys of the tasks submitted (those a worker's processing list names)."""
-        return {f.key for f in self.futures}
+        with self._submitting:
+            return {f.key for f in self.futures}
+
+    def workers_running(self) -> set[str]:
+        """The addresses of the workers running one of these tasks: those the scheduler
+        has one processing on, and those whose thread still runs one (a task cancelled
+        while it runs goes on in its thread: the scheduler no longer lists it)."""
+        keys = self.keys
+        if not keys:
+            return set()
+        busy = set()
+        try:
+            busy |= {w for w, tasks in self.client.processing().items() if keys & set(tasks)}
+            running = self.client.run(_running_keys, on_error="ignore")
+            busy |= {w for w, tasks in running.items() if keys & set(tasks)}
+        except Exception:  # the cluster may be closing already
+            pass
+        return busy
 
     def cancel(self) -> None:
-        """Cancel the tasks submitted (pending ones do not run)."""
-        futures = list(self.futures)
+        """Cancel the tasks submitted (pending ones do not run), and those not yet."""
+        with self._submitting:
+            self.cancelled = True
+            futures = list(self.futures)
         if futures:
             try:
                 self.client.cancel(futures)
@@ -145,3 +172,9 @@ class ClusterTasks:
                        for idx, _ in batch]
             else:
                 yield future.result()
+
+
+def _running_keys(dask_worker) -> list:
+    """The keys of the tasks a worker's threads run (run there by ``Client.run``),
+    cancelled ones included."""
+    return [ts.key for ts in dask_worker.state.all_running_tasks]

@@ -273,11 +273,9 @@ class SweepRun:
         tasks = ClusterTasks(client, points,
                              task_sizes(len(points), threads, self.cost, self.batch_size))
         self._tasks = tasks
-        if self._cancel.is_set():
+        if self._cancel.is_set():  # cancelled before a cancel could see the tasks
             return
-        tasks.submit(run_batch, self.t_end, self.metrics, self.every)
-        if self._cancel.is_set():  # cancelled while submitting
-            self.cancel()
+        tasks.submit(run_batch, self.t_end, self.metrics, self.every)  # none once cancelled
         try:
             for results in tasks.finished(self._cancel, self.metrics):
                 self.cluster_points += len(results)
