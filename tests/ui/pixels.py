@@ -25,6 +25,7 @@ counts as blank: it is listed, with 0 data pixels.
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 
@@ -197,13 +198,20 @@ def plots_data(page, only: list[str] | None = None) -> dict[str, int]:
 
 
 def assert_plots_show_data(page, only: list[str] | None = None, min_pixels: int = MIN_PIXELS,
-                           at_least: int = 1) -> dict[str, int]:
+                           at_least: int = 1, timeout: float = 0.0) -> dict[str, int]:
     """Every visible plot of ``page`` (``only``: those whose title starts so) shows at
     least ``min_pixels`` pixels of data; at least ``at_least`` plots are checked.
-    Returns the counts."""
-    counts = plots_data(page, only)
+    ``timeout``: read again (every half second) until that holds or this many seconds
+    have passed (a page opening: its first frames are on their way). Returns the
+    counts."""
+    deadline = time.monotonic() + timeout
+    while True:
+        counts = plots_data(page, only)
+        blank = {title: n for title, n in counts.items() if n < min_pixels}
+        if (len(counts) >= at_least and not blank) or time.monotonic() >= deadline:
+            break
+        page.wait_for_timeout(500)
     assert len(counts) >= at_least, f"{len(counts)} plots visible, {at_least} expected: {counts}"
-    blank = {title: n for title, n in counts.items() if n < min_pixels}
     assert not blank, f"plots with no data drawn (data pixels): {blank}; all: {counts}"
     return counts
 

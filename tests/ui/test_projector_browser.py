@@ -68,7 +68,7 @@ def test_main_tab_steps_as_a_class_sees_them(page, server, console_errors):
     for f in frames:  # each word's row and column at least the labels' height (18 px)
         if f["title"] != kl:
             assert f["height"] >= 18 * cell["n"] and f["width"] >= 18 * cell["n"], f
-    assert_plots_show_data(page, at_least=3)
+    assert_plots_show_data(page, at_least=3, timeout=20)  # (its first frames on the way)
     page.mouse.move(cell["x"] - 30, cell["y"] - 30)
     page.mouse.move(cell["x"], cell["y"], steps=5)
     tip = page.locator(".bk-tooltip-content").first
