@@ -151,7 +151,10 @@ class Dashboard(Page, Playback, SettingsIO, pn.viewable.Viewer):
         # settings of the one before it
         self._url_paused = True
         try:
-            shown = self.tour.show(self.tour_step)
+            # one message to the page: each change of a plot's or a panel's visibility
+            # lays the whole page out again there (a step changes dozens)
+            with pn.io.hold():
+                shown = self.tour.show(self.tour_step)
         finally:
             self._url_paused = False
         self._sync_url()

@@ -18,6 +18,7 @@ import param
 from .mainview import layout
 from .mainview.controls import checkbox
 from .serving import server
+from .serving.one_layout import OneLayoutPerMessage
 from .serving.resources import read_asset
 from .teaching.theory import Theory
 
@@ -170,6 +171,7 @@ class Page(param.Parameterized):
             self.links,
             self.tour,
             self.tabs,
+            OneLayoutPerMessage(width=0, height=0, margin=0),  # a step shown at once
             sizing_mode="stretch_width",
         )
         self._layout = page
