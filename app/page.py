@@ -167,11 +167,12 @@ class Page(param.Parameterized):
             margin=(0, 10))
         page = pn.Column(
             pn.Row(self.title, pn.HSpacer(), tour_button, projector,
-                   self.projector_mode.window, sizing_mode="stretch_width"),
+                   self.projector_mode.window,
+                   OneLayoutPerMessage(width=0, height=0, margin=0),  # a step shown at once
+                   sizing_mode="stretch_width"),
             self.links,
             self.tour,
             self.tabs,
-            OneLayoutPerMessage(width=0, height=0, margin=0),  # a step shown at once
             sizing_mode="stretch_width",
         )
         self._layout = page
