@@ -23,39 +23,52 @@ class OneLayoutPerMessage(JSComponent):
     a resized window) is laid out at once, as before. Draws nothing."""
 
     _esm = """
-    export function render({ model }) {
-      if (!window.__oneLayoutPerMessage) {
-        window.__oneLayoutPerMessage = true;
-        const { LayoutDOMView } = Bokeh.require("models/layouts/layout_dom");
-        const { Document } = Bokeh.require("document/document");
-        const layout = LayoutDOMView.prototype.invalidate_layout;
-        const apply = Document.prototype.apply_json_patch;
-        let applying = 0;
-        const roots = new Set();
-        // the top of a layout (its parent is no layout) lays the page out: deferred
-        // while a message is applied; a child's call goes up to it as before
-        LayoutDOMView.prototype.invalidate_layout = function () {
-          if (applying > 0 && !(this.parent instanceof LayoutDOMView)) {
-            roots.add(this);
-            return;
-          }
-          return layout.call(this);
-        };
-        Document.prototype.apply_json_patch = function (...args) {
-          applying += 1;
-          try {
-            return apply.apply(this, args);
-          } finally {
-            applying -= 1;
-            if (applying === 0 && roots.size) {
-              const pending = [...roots];
-              roots.clear();
-              for (const view of pending) {
+    function install() {
+      const { LayoutDOMView } = Bokeh.require("models/layouts/layout_dom");
+      const { Document } = Bokeh.require("document/document");
+      const layout = LayoutDOMView.prototype.invalidate_layout;
+      const apply = Document.prototype.apply_json_patch;
+      let applying = 0;
+      const roots = new Set();
+      // the top of a layout (its parent is no layout) lays the page out: deferred while
+      // a message is applied; a child's call goes up to it as before
+      LayoutDOMView.prototype.invalidate_layout = function () {
+        if (applying > 0 && !(this.parent instanceof LayoutDOMView)) {
+          roots.add(this);
+          return;
+        }
+        return layout.call(this);
+      };
+      Document.prototype.apply_json_patch = function (...args) {
+        applying += 1;
+        try {
+          return apply.apply(this, args);
+        } finally {
+          applying -= 1;
+          if (applying === 0 && roots.size) {
+            const pending = [...roots];
+            roots.clear();
+            for (const view of pending) {
+              // each root laid out whatever another one does (and a message's own error,
+              // if it had one, is the one raised)
+              try {
                 if (!view.is_destroyed) layout.call(view);
+              } catch (err) {
+                console.error("laying out the page after a message:", err);
               }
             }
           }
-        };
+        }
+      };
+    }
+    export function render({ model }) {
+      if (!window.__oneLayoutPerMessage) {
+        window.__oneLayoutPerMessage = true;
+        try {
+          install();
+        } catch (err) {  // (a BokehJS without these modules: the page lays out as before)
+          console.warn("one layout per message not installed:", err);
+        }
       }
       return document.createElement("span");
     }

@@ -36,25 +36,32 @@ def cancel_sweep(run) -> threading.Thread | None:
     """Cancel ``run`` (a :class:`dynamics.SweepRun`; its finished points stay) and restart
     the workers running one of its batches.
 
+    The scheduler is asked which workers process its tasks before the cancel (it forgets
+    them then); after it, in a thread (the page's event loop does not wait on the
+    workers), the workers are asked what their threads still run (a task handed out
+    meanwhile runs on there), and every worker found is restarted.
+
     Returns
     -------
     threading.Thread or None
-        The thread restarting them (started), or None when no worker was running one.
+        The thread restarting them (started), or None when the sweep had no tasks on a
+        cluster.
     """
     tasks = run.tasks  # its tasks on the cluster, while they run
-    # before the cancel (the scheduler lists what runs) and after it (a task the
-    # scheduler handed out meanwhile runs on in its worker's thread)
-    busy = tasks.workers_running() if tasks is not None else set()
-    run.cancel()
-    if tasks is not None:
-        busy |= tasks.workers_running()
-    if not busy:
+    before = tasks.workers_running(ask_workers=False) if tasks is not None else set()
+    cancelled = run.cancel()  # (an adaptive sweep's tasks of a later round, by then)
+    asked = [t for t in (tasks, cancelled) if t is not None]
+    if not asked:
         return None
-    client, busy = tasks.client, sorted(busy)
 
     def restart():
+        busy = set(before)
+        for t in asked:
+            busy |= t.workers_running()
+        if not busy:
+            return
         try:
-            client.restart_workers(busy, raise_for_error=False)
+            asked[-1].client.restart_workers(sorted(busy), raise_for_error=False)
         except Exception:  # a worker gone already, a closing cluster
             pass
 

@@ -128,18 +128,20 @@ class ClusterTasks:
         with self._submitting:
             return {f.key for f in self.futures}
 
-    def workers_running(self) -> set[str]:
+    def workers_running(self, ask_workers: bool = True) -> set[str]:
         """The addresses of the workers running one of these tasks: those the scheduler
-        has one processing on, and those whose thread still runs one (a task cancelled
-        while it runs goes on in its thread: the scheduler no longer lists it)."""
+        has one processing on and, with ``ask_workers``, those whose thread still runs one
+        (a task cancelled while it runs goes on in its thread: the scheduler no longer
+        lists it; asking the workers takes a round trip to each)."""
         keys = self.keys
         if not keys:
             return set()
         busy = set()
         try:
             busy |= {w for w, tasks in self.client.processing().items() if keys & set(tasks)}
-            running = self.client.run(_running_keys, on_error="ignore")
-            busy |= {w for w, tasks in running.items() if keys & set(tasks)}
+            if ask_workers:
+                running = self.client.run(_running_keys, on_error="ignore")
+                busy |= {w for w, tasks in running.items() if keys & set(tasks)}
         except Exception:  # the cluster may be closing already
             pass
         return busy

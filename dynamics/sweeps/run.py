@@ -142,13 +142,16 @@ class SweepRun:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
-    def cancel(self) -> None:
+    def cancel(self) -> ClusterTasks | None:
         """Stop the sweep: pending tasks are cancelled, :meth:`run` returns what finished
-        (the other points with status ``cancelled``). Safe from any thread."""
+        (the other points with status ``cancelled``). Safe from any thread. Returns the
+        tasks on a cluster it cancelled (None if none): those still running there run on
+        in their workers' threads."""
         self._cancel.set()
         tasks = self._tasks
         if tasks is not None:
             tasks.cancel()
+        return tasks
 
     def point_settings(self, index: tuple[int, ...]) -> Settings:
         """The settings of the grid point ``index``."""
