@@ -50,9 +50,10 @@ def cancel_sweep(run) -> threading.Thread | None:
     tasks = run.tasks  # its tasks on the cluster, while they run
     before = tasks.workers_running(ask_workers=False) if tasks is not None else set()
     cancelled = run.cancel()  # (an adaptive sweep's tasks of a later round, by then)
-    asked = [t for t in (tasks, cancelled) if t is not None]
+    asked = {t for t in (tasks, cancelled) if t is not None}  # (each asked once)
     if not asked:
         return None
+    client = next(iter(asked)).client
 
     def restart():
         busy = set(before)
@@ -61,7 +62,7 @@ def cancel_sweep(run) -> threading.Thread | None:
         if not busy:
             return
         try:
-            asked[-1].client.restart_workers(sorted(busy), raise_for_error=False)
+            client.restart_workers(sorted(busy), raise_for_error=False)
         except Exception:  # a worker gone already, a closing cluster
             pass
 

@@ -276,10 +276,10 @@ class SweepRun:
         tasks = ClusterTasks(client, points,
                              task_sizes(len(points), threads, self.cost, self.batch_size))
         self._tasks = tasks
-        if self._cancel.is_set():  # cancelled before a cancel could see the tasks
-            return
-        tasks.submit(run_batch, self.t_end, self.metrics, self.every)  # none once cancelled
         try:
+            if self._cancel.is_set():  # cancelled before a cancel could see the tasks
+                return
+            tasks.submit(run_batch, self.t_end, self.metrics, self.every)  # none if cancelled
             for results in tasks.finished(self._cancel, self.metrics):
                 self.cluster_points += len(results)
                 self._record(results)
