@@ -1,5 +1,6 @@
-"""Servable entry point: ``panel serve app/main.py`` (``--args --max-fps N``: every
-session's default frame cap, :func:`app.serving.playback.server_max_fps`)."""
+"""Servable entry point: ``panel serve app/main.py`` (``--args --max-fps N
+--steps-per-frame N``: every session's default frame cap and speed,
+:func:`app.serving.playback.server_defaults`)."""
 
 import sys
 
@@ -14,7 +15,7 @@ threadpool_limits(1)
 from panel.io.resources import LOCAL_DIST  # noqa: E402
 
 from app import Dashboard  # noqa: E402 (after limiting the BLAS threads)
-from app.serving.playback import server_max_fps  # noqa: E402
+from app.serving.playback import server_defaults  # noqa: E402
 
 # Panel's components link their stylesheets from its CDN until the page of the session is
 # rendered, where the links are turned to the server's copy; a session created while
@@ -24,8 +25,9 @@ if pn.state.curdoc is not None:  # (none when the file is run outside a server)
     pn.state.curdoc._template_variables.setdefault("dist_url", LOCAL_DIST)
 pn.extension("katex")
 
-max_fps = server_max_fps(sys.argv[1:])  # (the arguments after ``panel serve … --args``)
-if max_fps is not None:  # the default, not a setting of the page: a URL leaves it out
-    Dashboard.param.max_fps.default = max_fps
+# (the arguments after ``panel serve … --args``): defaults, not settings of the page, so
+# a URL leaves them out
+for name, value in server_defaults(sys.argv[1:]).items():
+    Dashboard.param[name].default = value
 
 Dashboard().servable(title="Nonequilibrium attention dynamics")

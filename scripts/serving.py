@@ -69,6 +69,13 @@ def classroom_flags(procs: int = 2) -> tuple[str, ...]:
             "--session-token-expiration", "300", "--keep-alive", "10000")
 
 
+def _app_arguments(max_fps: float | None, steps_per_frame: int | None) -> tuple[str, ...]:
+    """``--args …`` of ``app/main.py`` for the sessions' defaults given (none: empty)."""
+    given = (("--max-fps", max_fps), ("--steps-per-frame", steps_per_frame))
+    pairs = [(flag, f"{value:g}") for flag, value in given if value is not None]
+    return ("--args", *(part for pair in pairs for part in pair)) if pairs else ()
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface."""
     with socket.socket() as s:
@@ -116,13 +123,15 @@ class Server:
 def served(log_path: Path, app: str = "app/main.py", timeout: float = 180,
            root: Path = ROOT, flags: tuple[str, ...] = QUICK_EXPIRY,
            env: dict[str, str] | None = None,
-           max_fps: float | None = None) -> Iterator[Server]:
+           max_fps: float | None = None,
+           steps_per_frame: int | None = None) -> Iterator[Server]:
     """``panel serve app`` (a path relative to ``root``, the working directory) with the
     README's flags on a free loopback port, and ``flags`` (default
     :data:`QUICK_EXPIRY`; :func:`classroom_flags` for a class); ``env``: environment
     variables added for the server (e.g. ``PANEL_LOG_LEVEL=info``: sessions created and
-    destroyed are logged); ``max_fps``: the sessions' default frame cap (the app's
-    ``--args --max-fps``; ``None``: the app's own).
+    destroyed are logged); ``max_fps``, ``steps_per_frame``: the sessions' default frame
+    cap and speed (the app's ``--args --max-fps``, ``--steps-per-frame``; ``None``: the
+    app's own).
 
     Yields once the page answers (``RuntimeError`` with the log if it does not within
     ``timeout`` s); terminates the server on exit. The log goes to ``log_path``.
@@ -134,7 +143,7 @@ def served(log_path: Path, app: str = "app/main.py", timeout: float = 180,
              "--address", "127.0.0.1", "--port", str(port),
              "--allow-websocket-origin", f"127.0.0.1:{port}",
              "--allow-websocket-origin", f"localhost:{port}", *flags,
-             *(("--args", "--max-fps", f"{max_fps:g}") if max_fps is not None else ())],
+             *_app_arguments(max_fps, steps_per_frame)],
             cwd=root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         server = Server(f"http://127.0.0.1:{port}/{Path(app).stem}", port, proc,
                         Path(log_path))

@@ -22,7 +22,7 @@ from app.serving.pacing import (
     FrameGovernor,
     LoopMonitor,
 )
-from app.serving.playback import server_max_fps
+from app.serving.playback import server_defaults
 
 
 def test_high_lag_shrinks_the_scale_geometrically_and_the_cap_stops_at_the_floor():
@@ -234,17 +234,29 @@ def test_late_calls_do_not_lower_a_capped_sessions_frame_rate(monkeypatch):
         gov.scale = 1.0
 
 
-def test_a_servers_max_fps_argument_is_read_and_bad_ones_are_refused():
-    """``panel serve app/main.py --args --max-fps N``: N within the cap's bounds."""
-    assert server_max_fps([]) is None
-    assert server_max_fps(["--max-fps", "12"]) == 12.0
+def test_a_servers_arguments_are_read_and_bad_ones_are_refused():
+    """``panel serve app/main.py --args --max-fps N --steps-per-frame N``: each within its
+    parameter's bounds, each at most once, nothing else."""
+    assert server_defaults([]) == {}
+    assert server_defaults(["--max-fps", "12"]) == {"max_fps": 12.0}
+    assert server_defaults(["--steps-per-frame", "10", "--max-fps", "6"]) == {
+        "steps_per_frame": 10, "max_fps": 6.0}
+    assert isinstance(server_defaults(["--steps-per-frame", "10"])["steps_per_frame"], int)
     lo, hi = Dashboard.param.max_fps.bounds
-    assert server_max_fps(["--max-fps", str(hi)]) == hi
+    assert server_defaults(["--max-fps", str(hi)]) == {"max_fps": hi}
     for bad in (["--max-fps", "0"], ["--max-fps", str(hi + 1)], ["--max-fps", "nan"],
-                ["--max-fps", "fast"], ["--max-fps"], ["--fps", "12"],
-                ["--max-fps", "12", "--max-fps", "13"]):
-        with pytest.raises(ValueError, match="max-fps"):
-            server_max_fps(bad)
+                ["--max-fps", "fast"]):
+        with pytest.raises(ValueError, match="--max-fps must be a number"):
+            server_defaults(bad)
+    top = Dashboard.param.steps_per_frame.bounds[1]
+    for bad in (["--steps-per-frame", "0"], ["--steps-per-frame", str(top + 1)],
+                ["--steps-per-frame", "2.5"]):
+        with pytest.raises(ValueError, match="--steps-per-frame must be a whole number"):
+            server_defaults(bad)
+    for bad in (["--max-fps"], ["--fps", "12"], ["--max-fps", "12", "--max-fps", "13"],
+                ["--steps-per-frame", "5", "--steps-per-frame", "5"]):
+        with pytest.raises(ValueError, match="app/main.py takes"):
+            server_defaults(bad)
 
 
 def test_a_page_may_ask_for_its_own_frame_cap_in_its_url():

@@ -8,6 +8,7 @@ that stopped (diverged or failed) saying why in the page's notice.
 
 from __future__ import annotations
 
+import panel as pn
 import param
 
 from dynamics import RUNNING
@@ -47,11 +48,16 @@ class RunEnd(param.Parameterized):
             self.playing = True
 
     def _end_run(self) -> None:
-        """The run reached :attr:`run_end`: pause with the last frame on the plots."""
+        """The run reached :attr:`run_end`: pause with the last frame on the plots.
+
+        Its changes go to the page as one message behind the frames before it: a change
+        made outside a hold goes out at once, past a frame Panel still queues (its socket
+        busy), and the last rows could land before the ones streamed just ahead of them."""
         self._ended = True
-        self.timeseries.flush()
-        self.playing = False
-        self.update_status(force=True)
+        with pn.io.hold():
+            self.timeseries.flush()
+            self.playing = False
+            self.update_status(force=True)
 
     def _say_stopped(self) -> None:
         """A run that diverged or failed says why in the page's notice (and the tour's

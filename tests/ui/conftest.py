@@ -83,21 +83,24 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": VIEWPORT}
 
 
-#: The shared server's frame cap (``--args --max-fps``). A page streaming at the app's
-#: default 40 frames/s keeps headless Chromium drawing a core's worth; at 12 the same runs
-#: draw the same plots for under half the CPU (a frame's content does not change with the
-#: cap). The frame-rate tests run on servers of their own at the default.
-MAX_FPS = 12
+#: The shared server's frame cap and speed (``--args --max-fps … --steps-per-frame …``):
+#: the default run's 200 steps/s (5 steps a frame at 40 frames/s) would keep headless
+#: Chromium drawing a core's worth for each page. Six frames/s of ten steps draw the same
+#: plots for about a sixth of that and still advance 60 steps/s, so a test waiting for a
+#: run's time waits as long as at twelve frames/s of five. The frame-rate tests run on
+#: servers of their own at the app's defaults.
+MAX_FPS, STEPS_PER_FRAME = 6, 10
 
 
 @pytest.fixture(scope="session")
 def app_server(tmp_path_factory):
     """The one ``panel serve app/main.py`` (README flags, :func:`serving.served`, frames
-    capped at :data:`MAX_FPS`) that the browser tier shares: a :class:`serving.Server`
-    (URL, process, log). A test that reads the log reads what was logged during it
-    (``Server.log(since)``, ``errors(since)``). At the end of the session its log has no
-    Traceback."""
-    with served(tmp_path_factory.mktemp("serve") / "panel.log", max_fps=MAX_FPS) as srv:
+    capped at :data:`MAX_FPS` of :data:`STEPS_PER_FRAME` steps) that the browser tier
+    shares: a :class:`serving.Server` (URL, process, log). A test that reads the log reads
+    what was logged during it (``Server.log(since)``, ``errors(since)``). At the end of
+    the session its log has no Traceback."""
+    with served(tmp_path_factory.mktemp("serve") / "panel.log", max_fps=MAX_FPS,
+                steps_per_frame=STEPS_PER_FRAME) as srv:
         yield srv
     # Tornado logs a write racing a browser closing its socket (nothing the app does
     # or can catch: the write is an internal task of tornado's websocket); ignore only that.

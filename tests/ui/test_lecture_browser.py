@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.ui, pytest.mark.slow]
 TOUR = load_tour()
 STEPS = TOUR["steps"]
 #: Integrator steps per frame while walking (the page's speed setting): a step's run
-#: reaches its end in 5–10 frames (the shared server sends 12 frames/s, conftest.MAX_FPS).
+#: reaches its end in 5–10 frames (the shared server sends 6 frames/s, conftest.MAX_FPS).
 SPEED = 160
 #: Longest wait for one step's run to reach its end (s).
 STEP_TIMEOUT = 45
@@ -183,11 +183,15 @@ def _check_step(page, number: int, projector: bool) -> list[str]:
         if series is None or series["t0"] is None:
             problems.append("no time series on the page")
         else:
+            # (the times drawn, in the page's order, with the problem: an order the server
+            # never sent, e.g. a batch of rows landing after a later one, shows there)
+            times = ", ".join(f"{t:.3g}" for t in series["times"][:40])
             if series["t0"] > 1e-9:  # the start scrolled out of the window
-                problems.append(f"the plots start at t = {series['t0']:.3g}, not 0")
+                problems.append(f"the plots start at t = {series['t0']:.3g}, not 0 "
+                                f"(times: {times})")
             if abs(series["t1"] - step["t_end"]) > 1e-6:
                 problems.append(f"the plots end at t = {series['t1']:.4g}, "
-                                f"not at the step's end {step['t_end']:g}")
+                                f"not at the step's end {step['t_end']:g} (times: {times})")
             if series["first_kl_log"] is not None and series["first_kl_log"] <= 1e-12:
                 problems.append("the log-KL line starts at the 1e-12 floor (a drop to the "
                                 "axis's foot at the start)")
