@@ -21,31 +21,6 @@ def _status(page):
     return page.get_by_text(re.compile(r"first-order Tₘₐₓ")).first.inner_text()
 
 
-@pytest.mark.slow
-def test_inertial_lab_renders_and_responds(page, server, console_errors):
-    page.goto(server)
-    page.wait_for_selector(".bk-Canvas", timeout=30000)
-    page.get_by_text("Inertial lab").first.click()
-    # the lab is built on first show (90 s on a loaded machine), on the base case
-    page.get_by_text(re.compile(r"f − f\* at t = 100")).first.wait_for(timeout=90000)
-    page.locator("select:visible").first.select_option(
-        label="first-order blow-up at 1/(2 a v s)")
-    page.get_by_role("button", name="Run").first.click()
-    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 1\.000")).first.wait_for(timeout=30000)
-    # the lab's plots (eigenvalues, cloud, layers, clouds, Hamiltonian, softmax) render
-    assert page.locator(".bk-Canvas").count() >= 7 + 6
-    assert "Tₘₐₓ = 1.000" in _status(page)  # 1/(2 a v s) with a = v = 1, s = 1/2
-
-    # responds: V = 2 halves the first-order blow-up time
-    field = page.get_by_role("textbox").nth(1)
-    field.fill("2")
-    field.press("Enter")
-    page.get_by_role("button", name="Run").first.click()
-    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 0\.500")).first.wait_for(timeout=30000)
-    assert "Tₘₐₓ = 0.500" in _status(page)
-    assert console_errors == []
-
-
 #: The y range of the plot titled ``(title)``.
 Y_RANGE = """
 (title) => {
@@ -55,27 +30,6 @@ Y_RANGE = """
   return plot ? [plot.y_range.start, plot.y_range.end] : [null, null];
 }
 """
-
-
-@pytest.mark.slow
-def test_inertial_lab_opens_on_a_run_with_its_equations(page, server, console_errors):
-    page.goto(server)
-    page.wait_for_selector(".bk-Canvas", timeout=30000)
-    page.get_by_text("Inertial lab", exact=True).click()
-    # the first preset (the base case) has run: no click on Run
-    page.get_by_text(re.compile(r"f − f\* at t = 100")).first.wait_for(timeout=90000)
-    link = page.get_by_role("link", name="Theory page: Accelerated linear attention ▸")
-    link.scroll_into_view_if_needed()
-    assert page.locator(".katex-html").count() > 5  # the Part II equations, by KaTeX
-    # no blow-up (V ⪯ 0): to t = 10, one eigenvalue decays, one stays 1; whole decades
-    page.locator("select:visible").first.select_option(label="V ⪯ 0: global existence")
-    page.wait_for_function(f"() => ({Y_RANGE})('Eigenvalues of S(t) (one line each)')[1] == 10",
-                           timeout=30000)
-    assert page.evaluate(Y_RANGE, "Eigenvalues of S(t) (one line each)") == [0.01, 10]
-    # the equations link to their section of the Theory page
-    link.click()
-    page.get_by_role("heading", name="Accelerated linear attention").wait_for(timeout=15000)
-    assert console_errors == []
 
 
 @pytest.mark.slow
@@ -123,13 +77,18 @@ PLOT = """
 
 
 @pytest.mark.slow
-def test_the_lab_shows_the_base_case_from_its_first_preset(page, server, console_errors):
+def test_the_lab_opens_on_the_base_case_with_its_equations_and_responds(
+        page, server, console_errors):
     """Issue #29, done when: the page shows momentum on a quadratic from its preset —
     f − f* of the gradient flow, two heavy balls and Nesterov on log–log axes with the
-    1/t² guide, and the paths of a token in the ill-conditioned bowl a = (1, 0.01)."""
+    1/t² guide, and the paths of a token in the ill-conditioned bowl a = (1, 0.01). The
+    first preset has run as the lab opens (no click on Run); the Part II equations are
+    drawn; a preset and a changed setting run on Run; the equations link to their section
+    of the Theory page. One page load (and one lab built) for all of it."""
     page.goto(server)
     page.wait_for_selector(".bk-Canvas", timeout=30000)
     page.get_by_text("Inertial lab", exact=True).click()
+    # the lab is built on first show (90 s on a loaded machine), on the base case
     status = page.get_by_text(re.compile(r"f − f\* at t = 100")).first
     status.wait_for(timeout=90000)
     text = status.inner_text()
@@ -144,9 +103,34 @@ def test_the_lab_shows_the_base_case_from_its_first_preset(page, server, console
     assert lo == 1e-9 and hi == 1
     path = page.evaluate(PLOT, "Path of token 1 in the plane")
     assert path["title"] == "Path of token 1 in the plane (a = 1, 0.01)"  # x₁, x₂ order
-    # the attention plots wait for their presets
+    link = page.get_by_role("link", name="Theory page: Accelerated linear attention ▸")
+    link.scroll_into_view_if_needed()
+    assert page.locator(".katex-html").count() > 5  # the Part II equations, by KaTeX
+
+    # responds: a preset runs on Run, and V = 2 halves the first-order blow-up time
+    page.locator("select:visible").first.select_option(
+        label="first-order blow-up at 1/(2 a v s)")
+    page.get_by_role("button", name="Run").first.click()
+    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 1\.000")).first.wait_for(timeout=30000)
+    # the lab's plots (eigenvalues, cloud, layers, clouds, Hamiltonian, softmax) render
+    assert page.locator(".bk-Canvas").count() >= 7 + 6
+    assert "Tₘₐₓ = 1.000" in _status(page)  # 1/(2 a v s) with a = v = 1, s = 1/2
+    field = page.get_by_role("textbox").nth(1)
+    field.fill("2")
+    field.press("Enter")
+    page.get_by_role("button", name="Run").first.click()
+    page.get_by_text(re.compile(r"first-order Tₘₐₓ = 0\.500")).first.wait_for(timeout=30000)
+    assert "Tₘₐₓ = 0.500" in _status(page)
+
+    # no blow-up (V ⪯ 0): to t = 10, one eigenvalue decays, one stays 1; whole decades
     page.locator("select:visible").first.select_option(label="V ⪯ 0: global existence")
     page.get_by_text(re.compile(r"first-order Tₘₐₓ = ∞")).first.wait_for(timeout=30000)
+    page.wait_for_function(f"() => ({Y_RANGE})('Eigenvalues of S(t) (one line each)')[1] == 10",
+                           timeout=30000)
+    assert page.evaluate(Y_RANGE, "Eigenvalues of S(t) (one line each)") == [0.01, 10]
+    # the equations link to their section of the Theory page
+    link.click()
+    page.get_by_role("heading", name="Accelerated linear attention").wait_for(timeout=15000)
     assert console_errors == []
 
 
