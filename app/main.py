@@ -1,6 +1,6 @@
 """Servable entry point: ``panel serve app/main.py`` (``--args --max-fps N
 --steps-per-frame N``: every session's default frame cap and speed,
-:func:`app.serving.playback.server_defaults`)."""
+:func:`app.serving.arguments.server_defaults`)."""
 
 import sys
 
@@ -15,7 +15,7 @@ threadpool_limits(1)
 from panel.io.resources import LOCAL_DIST  # noqa: E402
 
 from app import Dashboard  # noqa: E402 (after limiting the BLAS threads)
-from app.serving.playback import server_defaults  # noqa: E402
+from app.serving.arguments import server_defaults  # noqa: E402
 
 # Panel's components link their stylesheets from its CDN until the page of the session is
 # rendered, where the links are turned to the server's copy; a session created while

@@ -11,6 +11,7 @@ import pytest
 
 from app.dashboard import Dashboard
 from app.serving import pacing
+from app.serving.arguments import server_defaults
 from app.serving.pacing import (
     BUSY_TARGET,
     DECREASE,
@@ -22,7 +23,6 @@ from app.serving.pacing import (
     FrameGovernor,
     LoopMonitor,
 )
-from app.serving.playback import server_defaults
 
 
 def test_high_lag_shrinks_the_scale_geometrically_and_the_cap_stops_at_the_floor():
@@ -265,3 +265,14 @@ def test_a_page_may_ask_for_its_own_frame_cap_in_its_url():
     refused = Dashboard(query={"max_fps": "500"}, playing=False)
     assert refused.max_fps == Dashboard.param.max_fps.default
     assert "max_fps" in refused.notice and "at most 120" in refused.notice
+
+
+def test_the_test_servers_arguments_are_ones_the_app_reads():
+    """``scripts/serving.py`` passes the session defaults as ``app/main.py`` reads them."""
+    from serving import _app_arguments
+
+    assert _app_arguments(None, None) == ()
+    args = _app_arguments(6, 10)
+    assert args[0] == "--args"
+    assert server_defaults(list(args[1:])) == {"max_fps": 6.0, "steps_per_frame": 10}
+    assert server_defaults(list(_app_arguments(12.5, None)[1:])) == {"max_fps": 12.5}

@@ -338,12 +338,16 @@ class TimeSeries(pn.viewable.Viewer):
             self.flush()
 
     def flush(self) -> None:
-        """Push the pending rows to the plots."""
+        """Push the pending rows to the plots, as one message behind any frame still
+        queued for the page (a stream outside a hold goes out at once, and could land
+        before the rows streamed just ahead of it: a run paused, ended or stopped)."""
         if self.pending:
             rows, self.pending = self.pending, []
-            self.source.stream({k: [r[k] for r in rows] for k in COLUMNS}, rollover=ROLLOVER)
-            self.guides.rows(rows)
-            self.fit_ranges()
+            with pn.io.hold():
+                self.source.stream({k: [r[k] for r in rows] for k in COLUMNS},
+                                   rollover=ROLLOVER)
+                self.guides.rows(rows)
+                self.fit_ranges()
 
     def __panel__(self):
         """The KL, energy and rate plots in a row (the distance plot is placed by the caller)."""

@@ -50,9 +50,9 @@ class RunEnd(param.Parameterized):
     def _end_run(self) -> None:
         """The run reached :attr:`run_end`: pause with the last frame on the plots.
 
-        Its changes go to the page as one message behind the frames before it: a change
-        made outside a hold goes out at once, past a frame Panel still queues (its socket
-        busy), and the last rows could land before the ones streamed just ahead of them."""
+        Its changes (the last rows, the clock's "■") go to the page as one message behind
+        the frames before it: a change made outside a hold goes out at once, past a frame
+        Panel still queues while the page's socket is busy."""
         self._ended = True
         with pn.io.hold():
             self.timeseries.flush()

@@ -86,9 +86,9 @@ def browser_context_args(browser_context_args):
 #: The shared server's frame cap and speed (``--args --max-fps … --steps-per-frame …``):
 #: the default run's 200 steps/s (5 steps a frame at 40 frames/s) would keep headless
 #: Chromium drawing a core's worth for each page. Six frames/s of ten steps draw the same
-#: plots for about a sixth of that and still advance 60 steps/s, so a test waiting for a
-#: run's time waits as long as at twelve frames/s of five. The frame-rate tests run on
-#: servers of their own at the app's defaults.
+#: runs (a row every ten steps) for about a sixth of that and still advance 60 steps/s, so
+#: a test waiting for a run's time waits as long as at twelve frames/s of five. The
+#: frame-rate tests run on servers of their own at the app's defaults.
 MAX_FPS, STEPS_PER_FRAME = 6, 10
 
 
