@@ -254,7 +254,7 @@ def test_frames_are_acknowledged_once_painted(page, server, console_errors):
     """The page acknowledges a frame after its plot painted it (flow control counts
     frames not yet shown), on a model of its own: no more acks than repaints, each the
     frame the map shows, and frames keep coming (the server sees the acks). At 12
-    frames/s (its own cap, in its URL: the shared server's 6 leave no margin over the
+    frames/s (its own cap, in its URL: the shared server's 4 leave no margin over the
     frames counted)."""
     _open(page, server, "?n_tokens=16&max_fps=12")
     _rows_above(page, 3)  # streaming

@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.ui, pytest.mark.slow]
 TOUR = load_tour()
 STEPS = TOUR["steps"]
 #: Integrator steps per frame while walking (the page's speed setting): a step's run
-#: reaches its end in 5–10 frames (the shared server sends 6 frames/s, conftest.MAX_FPS).
+#: reaches its end in a few frames (the shared server sends 4 frames/s, conftest.MAX_FPS).
 SPEED = 160
 #: Longest wait for one step's run to reach its end (s).
 STEP_TIMEOUT = 45
