@@ -360,23 +360,19 @@ class InertialLab(pn.viewable.Viewer):
     def _show_momentum(self, r) -> None:
         """Show a :class:`~dynamics.inertial.momentum.MomentumResult` in the momentum
         plots and the status line."""
-        self._ran = self._controls_now()
-        self.stale.visible = False
+        self._ran, self.stale.visible = self._controls_now(), False
         self.note.object = ""
-        with pn.io.hold():  # (see :meth:`_show`)
+        with pn.io.hold():  # the plots first, then their data (see :meth:`_show`)
             self._show_mode(True)
             self.status.object = self.momentum_plots.show(r)
 
     def _show(self, r) -> None:
         """Show a :class:`~dynamics.inertial.experiments.LabResult` in the attention
         plots and the status line."""
-        self._ran = self._controls_now()
-        self.stale.visible = False
+        self._ran, self.stale.visible = self._controls_now(), False
         self.note.object = softmax_note(r.messages)  # (the layout shows it or not)
-        # the plots on the page first, then their data, in one message: data sent for
-        # plots the page had dropped (the other kind of run's layout) arrived before the
-        # plots themselves, and the page logged "reference … isn't known" for each of
-        # their sources
+        # the plots on the page, then their data, in one message (data for plots the page
+        # had dropped came first: "reference … isn't known" for each of their sources)
         with pn.io.hold():
             self._show_mode(False)
             self.status.object = self.attention_plots.show(r)
