@@ -37,6 +37,10 @@ CHROMA = 40
 DARK = 80
 #: Pixels of data a plot must show by default (a marker of size 7 gives ~40).
 MIN_PIXELS = 25
+#: Seconds :func:`assert_plots_show_data` reads again for by default: a restarted run's
+#: time series reach the page every 8 frames (2 s at the browser tier's 4 frames/s), and
+#: a page just opened is drawing its first frames. A plot that stays blank still fails.
+DATA_TIMEOUT = 10.0
 
 #: Page script: each plot view's title, its frame in viewport pixels, its background and
 #: the rectangles (viewport pixels) of the legends and text annotations drawn over it.
@@ -198,12 +202,13 @@ def plots_data(page, only: list[str] | None = None) -> dict[str, int]:
 
 
 def assert_plots_show_data(page, only: list[str] | None = None, min_pixels: int = MIN_PIXELS,
-                           at_least: int = 1, timeout: float = 0.0) -> dict[str, int]:
+                           at_least: int = 1,
+                           timeout: float = DATA_TIMEOUT) -> dict[str, int]:
     """Every visible plot of ``page`` (``only``: those whose title starts so) shows at
     least ``min_pixels`` pixels of data; at least ``at_least`` plots are checked.
     ``timeout``: read again (every half second) until that holds or this many seconds
-    have passed (a page opening: its first frames are on their way). Returns the
-    counts."""
+    have passed (:data:`DATA_TIMEOUT`: a page opening, or a run just restarted, has its
+    data on their way). Returns the counts."""
     deadline = time.monotonic() + timeout
     while True:
         counts = plots_data(page, only)

@@ -88,7 +88,7 @@ def test_page_loads_and_every_plot_renders(main_page, module_page):
     assert page.get_by_text("Model: canonical").count() >= 1
     assert page.get_by_text("frames/s").count() >= 1
     # what a person sees: every plot shown draws data (the run's plots among them)
-    counts = assert_plots_show_data(page, at_least=7, timeout=10)
+    counts = assert_plots_show_data(page, at_least=7)
     for prefix in RUN_PLOTS:
         assert any(title.startswith(prefix) for title in counts), (prefix, counts)
     assert module_page.errors == []
@@ -159,7 +159,7 @@ def test_preset_loads(page, server, console_errors):
                            timeout=10000)
     assert "path" not in page.evaluate("window.location.search")  # rotation is the default
     _rows_above(page, 3)
-    assert_plots_show_data(page, only=RUN_PLOTS, at_least=5, timeout=10)
+    assert_plots_show_data(page, only=RUN_PLOTS, at_least=5)
     assert console_errors == []
 
 
@@ -174,7 +174,7 @@ def test_frames_per_second_at_n64(page, server, console_errors, capsys):
         print(f"\n[ui] N = 64: {fps:.1f} heatmap updates/s in the browser; server: {status}")
     assert changes > 0
     assert "N = 64" in status
-    assert_plots_show_data(page, only=["Attention A", "Softmax A*"], at_least=2, timeout=10)
+    assert_plots_show_data(page, only=["Attention A", "Softmax A*"], at_least=2)
     assert console_errors == []
 
 

@@ -84,7 +84,7 @@ def test_no_plot_overlaps_and_no_horizontal_scrolling(browser, server, size):
         page.wait_for_function(f"() => ({ROWS})() > 3", timeout=60000)  # frames drawn
         # heatmaps (3), tokens, KL, energy, rate
         boxes = _check_page(page, width, at_least=7)
-        assert_plots_show_data(page, at_least=7, timeout=10)
+        assert_plots_show_data(page, at_least=7)
         assert_no_sideways_scroll(page)
         # not one long column beside the sidebar: at 1024 px the plots shared no row
         # (seven rows); the plots that shrink now pair up

@@ -72,7 +72,7 @@ def test_a_seeded_run_after_a_real_head_reads_numbers(page, server, console_erro
         assert label in ("source token j", "query token i"), label
         assert texts == [str(round(t)) for t in ticks], (label, ticks, texts)
     # and the seeded run's maps are drawn (not left blank by the change of axes)
-    assert_plots_show_data(page, only=["Attention A", "Softmax A*"], at_least=2, timeout=10)
+    assert_plots_show_data(page, only=["Attention A", "Softmax A*"], at_least=2)
     assert console_errors == []
 
 
@@ -87,7 +87,7 @@ def test_the_default_and_the_energy_law_open_without_a_warning(page, server, con
     assert not page.get_by_text(NOTICE).count()
     energy = page.evaluate(PLOT, "Energy balance (residual 0 ⇔ dissipation law)")
     assert "kinetic energy K" in energy["axes"], energy
-    assert_plots_show_data(page, only=["Energy balance"], timeout=10)  # its curves on the screen
+    assert_plots_show_data(page, only=["Energy balance"])  # its curves on the screen
     name = "Energy-dissipation law: canonical"
     menu.select_option(label=name)  # no button: chosen is loaded
     page.get_by_text(re.compile(r"model canonical, N = 16\b")).first.wait_for(timeout=15000)
@@ -104,7 +104,7 @@ def test_the_default_and_the_energy_law_open_without_a_warning(page, server, con
     kl = page.evaluate(PLOT, "Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)")
     assert kl["start"] > 1e-6 and kl["end"] / kl["start"] < 1e6, kl  # was 1e-13 … 1e3
     # the axis follows the curve: the curve is in the frame, on the screen
-    assert_plots_show_data(page, only=["Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"], timeout=10)
+    assert_plots_show_data(page, only=["Attention lag Σᵢ KL(Aᵢ‖A*ᵢ) (log axis)"])
     assert console_errors == [], "\n".join(console_errors)
 
 

@@ -59,6 +59,6 @@ def test_pin_change_beta_and_see_both_curves(page, server, console_errors):
     # both curves drawn, and they differ: β = 4 is not the run pinned at β = 1
     n = min(len(state["run_kl"]), len(ghost["kl"]))
     assert n > 10 and state["run_kl"][1:n] != ghost["kl"][1:n]
-    assert_plots_show_data(page, only=[KL_LOG], timeout=10)  # drawn on the screen
+    assert_plots_show_data(page, only=[KL_LOG])  # drawn on the screen
     page.screenshot(path="/tmp/pinned_browser.png")
     assert console_errors == []

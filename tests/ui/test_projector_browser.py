@@ -85,7 +85,7 @@ def test_main_tab_steps_as_a_class_sees_them(page, server, console_errors):
     titles = [f["title"] for f in plot_frames(page)]
     assert not any(t.startswith(("Lag log(A/A*)", "Attention lag", "Dissipation rate"))
                    for t in titles), titles
-    assert_plots_show_data(page, only=["Attention A(t)", "Energy balance"], at_least=2, timeout=10)
+    assert_plots_show_data(page, only=["Attention A(t)", "Energy balance"], at_least=2)
 
     # -- the sphere in projector mode: a round unit circle
     _open(page, server + "?tour_step=12&projector=true", "Tour 12/")

@@ -40,7 +40,7 @@ def test_quench_marked_on_the_plots(page, server, console_errors):
         ((location, text),) = page.evaluate(MARKERS, title)
         assert text == "β 1 → 5" and location == pytest.approx(3.0, abs=0.05)
     # the curves around the marker are on the screen
-    assert_plots_show_data(page, only=[ENERGY, "Attention lag"], at_least=2, timeout=10)
+    assert_plots_show_data(page, only=[ENERGY, "Attention lag"], at_least=2)
     # the preset's run ends at its t_end = 8, the jump in view, before ‖X‖ doubles (t ≈ 12:
     # the confinement notice then, tested in test_dashboard_bookkeeping.py) and diverges
     page.get_by_text(re.compile(r"ended: ↺ Replay")).first.wait_for(timeout=120000)

@@ -157,5 +157,5 @@ def test_a_typed_sentence_on_the_installed_minilm(page, server, minilm, console_
     assert gap < 1e-10, title
     # what the student sees: the run's heatmaps and the model's own attention, drawn
     assert_plots_show_data(page, only=["Attention A", "Softmax A*", "The model's attention"],
-                           at_least=3, timeout=10)
+                           at_least=3)
     assert _errors(console_errors) == []

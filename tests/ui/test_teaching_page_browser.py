@@ -136,7 +136,7 @@ def test_projector_mode_shows_a_beside_a_star_and_fits_with_the_tour(browser, se
         titles = [b["title"] for b in boxes]
         assert len(boxes) == 5, titles
         # drawn, not only placed: each of the five shows data (issue #35)
-        assert_plots_show_data(page, at_least=5, timeout=10)
+        assert_plots_show_data(page, at_least=5)
         assert any(t.startswith("Attention A(t)") for t in titles), titles
         assert any(t.startswith("Softmax A*(t)") for t in titles), titles
         a, a_star = (next(b for b in boxes if b["title"].startswith(p))

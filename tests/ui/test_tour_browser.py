@@ -24,7 +24,7 @@ def test_a_link_opens_the_tour_at_a_step_in_projector_mode(browser, server):
         boxes = page.evaluate(PLOT_BOXES)
         assert len(boxes) == 5, boxes  # A beside A*, the tokens, the lag, the energy
         # drawn, not only placed: each of the five shows data (issue #35)
-        assert_plots_show_data(page, at_least=5, timeout=10)
+        assert_plots_show_data(page, at_least=5)
         for i, a in enumerate(boxes):
             assert a["x"] + a["w"] <= 1280 and a["y"] + a["h"] <= 720, a
             assert not any(_overlaps(a, b) for b in boxes[i + 1:])
@@ -60,7 +60,7 @@ def test_a_link_to_a_lab_step_goes_back_and_ends_the_tour(browser, server):
         page.get_by_text("Tour 17/21").wait_for(timeout=30000)
         page.wait_for_url(re.compile(r"tour_step=17\b"), timeout=30000)
         page.wait_for_function("() => !/tour_step=18/.test(location.search)", timeout=5000)
-        assert_plots_show_data(page, at_least=1, timeout=10)  # the lab step's own plots
+        assert_plots_show_data(page, at_least=1)  # the lab step's own plots
         page.get_by_role("button", name="End tour").click()
         page.get_by_text("Tour 17/21").wait_for(state="hidden", timeout=30000)
         page.wait_for_function("() => !/tour_step=/.test(location.search)", timeout=30000)
@@ -110,6 +110,6 @@ def test_a_tour_step_lays_the_page_out_once(browser, server):
         page.get_by_text(re.compile(r"^■ t = ")).first.wait_for(timeout=60000)
         layouts = page.evaluate("() => window.__root_layouts")
         assert 1 <= layouts <= 14, layouts  # (measured: 36 without the batching, 9 with)
-        assert_plots_show_data(page, at_least=2, timeout=10)  # laid out: drawn, with data
+        assert_plots_show_data(page, at_least=2)  # laid out: drawn, with data
     finally:
         context.close()
