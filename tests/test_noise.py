@@ -21,11 +21,12 @@ step. Checked here:
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 from helpers import few_examples
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -292,14 +293,18 @@ def test_an_ensemble_reports_bands_and_refuses_bad_input():
 @given(model=st.sampled_from(RELAXING), sigma=st.floats(0.01, 100.0),
        beta=st.floats(1e-3, 1e3), gamma=st.floats(1e-3, 1e4), n=st.integers(2, 9),
        seed=st.integers(0, 2**32 - 1))
+@example(model="value_matching", sigma=98.92, beta=954.9, gamma=8902.3, n=9, seed=126)
 def test_noisy_attention_stays_on_the_simplex(model, sigma, beta, gamma, n, seed):
     """Any σ, β, γ: finite logits, attention rows summing to 1, diagnostics finite where
     defined, the lag within its bound, the clock counting the steps."""
     sim = Simulation(Settings(model=model, logit_noise=sigma, beta=beta, gamma=gamma,
                               n_tokens=n, dim=2, seed=seed))
     frame = sim.step(20)
-    if sim.status != "running":  # a run may diverge (its features); never a NaN on screen
-        assert "diverged at t" in sim.message
+    if sim.status != "running":  # a run may diverge (its features) or be too stiff for its
+        # step (value matching's implicit solve, e.g. σ 99, β 955, γ 8902): it stops with the
+        # time and the reason, keeping the last finite state; never a NaN on screen
+        assert re.match(r"(diverged|stopped) at t = \S+: ", sim.message), sim.message
+        assert np.all(np.isfinite(sim.state.Z)) and np.all(np.isfinite(sim.state.X))
         return
     A = frame.attention  # (entries below 1e-308 underflow to 0, noise or not, at large β)
     assert np.all(np.isfinite(sim.state.Z)) and np.all(A >= 0)
