@@ -7,10 +7,13 @@ import math
 import re
 
 import pytest
-from bokeh.models import CustomJSHover, HoverTool, Range1d
+from bokeh.document import Document
+from bokeh.models import CustomJSHover, HoverTool, Legend, Range1d
 from dashboard_support import play
 
 from app.dashboard import Dashboard
+from app.lab.attention_plots import AttentionPlots
+from app.lab.momentum_plots import MomentumPlots
 from app.mainview.heatmaps import SCALES, scale_limits
 from app.mainview.ranges import SteppedRange
 from app.mainview.slider_aria import LOG_SLIDER_CLASS
@@ -94,3 +97,16 @@ def test_a_refused_n_tokens_names_the_one_range_a_url_accepts(asked):
     assert ranges == [("2", str(urlstate.MAX_URL_TOKENS))], d.notice
     assert "above" not in d.notice
     assert "n_tokens" not in d.query  # (the URL is written from it once the page loads)
+
+
+def test_every_legend_sits_below_its_plot_where_it_covers_no_curve(dash):
+    """A legend inside the frame hides the data under it: the interaction energy's, in
+    the lower right, covered the end of the plateau that the metastable-clusters step of
+    the tour is about. Every plot of the main tab and of the lab puts it below."""
+    root = dash.__panel__().get_root(Document())
+    figures = [m for m in root.references() if hasattr(m, "below") and m.select(Legend)]
+    figures += [f for plots in (AttentionPlots(), MomentumPlots()) for f in plots.figures]
+    assert len(figures) >= 10
+    for fig in figures:
+        for legend in fig.select({"type": Legend}):
+            assert legend in fig.below, (fig.title.text, legend.location)

@@ -27,6 +27,7 @@ from bokeh.models import ColorBar, ColumnDataSource, LinearColorMapper, Range1d
 from bokeh.palettes import RdBu11, Turbo256
 from bokeh.plotting import figure
 
+from app.mainview.plots import legend_below
 from app.models import spec
 from dynamics import clustering as cl
 
@@ -123,7 +124,7 @@ class Clustering(pn.viewable.Viewer):
         # red for similar tokens (+1), blue for opposite ones (−1)
         self.sim_mapper = LinearColorMapper(palette=RdBu11, low=-1.0, high=1.0)
         self.fig_similarity = figure(
-            title="Similarities ⟨xᵢ, xⱼ⟩ (tokens ordered by cluster)", width=320,
+            title="Similarities ⟨xᵢ, xⱼ⟩ (ordered by cluster)", width=320,
             height=320, x_range=Range1d(-0.5, n - 0.5), y_range=Range1d(n - 0.5, -0.5),
             tools="hover,save,reset", toolbar_location="above",
             tooltips=[("similarity", "@image{0.0000}")])
@@ -142,7 +143,7 @@ class Clustering(pn.viewable.Viewer):
                              legend_label="Eᵦ(t)")
         self.fig_energy.line("t", "energy_max", source=self.series, line_dash="dashed",
                              color="gray", legend_label="N²eᵝ/(2β)")
-        self.fig_energy.legend.location = "bottom_right"
+        legend_below(self.fig_energy, ncols=2, label_width=60)  # (inside, it hid the plateau's end)
         self.fig_clusters = figure(
             title="Clusters: groups with ⟨xᵢ, xⱼ⟩ > 1 − ε", width=380, height=300,
             x_axis_label="t", tools="pan,wheel_zoom,box_zoom,reset,save",
@@ -178,7 +179,7 @@ class Clustering(pn.viewable.Viewer):
             "Tokens on the sphere" if self.mode == "on_sphere" else
             f"Directions of the tokens {name}_i (rescaled frame)" if frame else
             "Directions of the tokens x_i")
-        self.fig_similarity.title.text = f"Similarities {inner} (tokens ordered by cluster)"
+        self.fig_similarity.title.text = f"Similarities {inner} (ordered by cluster)"
         self.fig_clusters.title.text = f"Clusters: groups with {inner} > 1 − ε"
 
     @param.depends("rescaled", watch=True)
