@@ -119,7 +119,11 @@ def test_marker_labels_have_rows_of_their_own_and_stay_in_the_plot(lab):
                          ((plots.pred_marker, plots.actual_marker),
                           [src.data["l"] for src in plots.layer_src.values()])):
         (_, a), (_, b) = pair
-        assert a.visible and b.visible and a.y != b.y  # one row each
+        assert a.visible and b.visible
+        for label in (a, b):  # at the top of the frame, clear of the points before a
+            assert (label.y.target, label.y.symbol, label.text_baseline) == (  # blow-up
+                "frame", "top", "top")
+        assert abs(a.y.offset - b.y.offset) >= 16  # one row each (10 pt text)
         x_end = max(max(x) for x in curves if len(x))
         for span, label in pair:
             right = label.x > 0.5 * x_end

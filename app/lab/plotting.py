@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import FixedTicker, Label, Range1d, Span
+from bokeh.models import FixedTicker, Label, Node, Range1d, Span
 from bokeh.plotting import figure
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
@@ -79,11 +79,14 @@ def fit_log_axis(fig, curves, extra=()) -> None:
 
 
 def vspan(fig, text, row=0, color="black"):
-    """A dashed vertical marker with its label (in its colour) on label row ``row``
-    (counted from the bottom)."""
+    """A dashed vertical marker with its label (in its colour) on label row ``row``,
+    counted from the top of the frame: there the lab's curves, which start low and rise
+    only at a blow-up, leave room (at the bottom the labels hid the layers' points
+    before the crossing, the evidence of the effective-depth step)."""
     span = Span(location=0, dimension="height", line_dash="dashed", line_width=2,
                 line_color=color, visible=False)
-    label = Label(x=0, y=8 + 20 * row, y_units="screen", text=text, visible=False,
+    top = Node(target="frame", symbol="top", offset=4 + 20 * row)
+    label = Label(x=0, y=top, text=text, visible=False, text_baseline="top",
                   text_font_size="10pt", text_color=color, background_fill_color="white",
                   background_fill_alpha=0.8)
     fig.add_layout(span)
