@@ -8,47 +8,8 @@ import os
 import re
 
 import pytest
+from server_log import without_logged_races, without_pages_closing
 from serving import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, served
-
-_CLOSED_SOCKET_RACE = re.compile(
-    r"Task exception was never retrieved\nfuture: <Task finished name='[^']*' "
-    r"coro=<WebSocketProtocol13\.write_message\.<locals>\.wrapper\(\).*?"
-    r"tornado\.websocket\.WebSocketClosedError\n", re.DOTALL)
-#: Dask's worker logging a heartbeat that raced its scheduler's close (the Sweep tab's
-#: cluster closed with the server at the end of the session; distributed logs it at ERROR
-#: with the chained ``StreamClosedError``/``CommClosedError`` tracebacks; nothing of the
-#: app runs there). Only this block: from its log line to the heartbeat's CommClosedError.
-_DASK_HEARTBEAT_RACE = re.compile(
-    r"[^\n]*distributed\.worker - ERROR - Failed to communicate with scheduler during "
-    r"heartbeat\.\n.*?distributed\.comm\.core\.CommClosedError: in <TCP \(closed\) "
-    r"ConnectionPool\.heartbeat_worker[^\n]*\n", re.DOTALL)
-#: Dask's scheduler logging a batched send to a worker that closed first, as the Sweep
-#: tab's cluster closes with the server at the end of the session (distributed's own
-#: ``BatchedSend``; nothing of the app runs there). Only this block: from its log line to
-#: the ``CommClosedError`` that ends its traceback.
-_DASK_BATCHED_CLOSE_RACE = re.compile(
-    r"[^\n]*Batched Comm Closed <TCP \(closed\) Scheduler connection to worker[^\n]*\n"
-    r"Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)+"
-    r"distributed\.comm\.core\.CommClosedError\n")
-#: The blocks above, each a race logged by tornado or Dask with no code of the app running:
-#: left out of the shared server's log before it is checked for tracebacks.
-_LOGGED_RACES = (_CLOSED_SOCKET_RACE, _DASK_HEARTBEAT_RACE, _DASK_BATCHED_CLOSE_RACE)
-#: A traceback ending in an ``AssertionError`` (its frames are the indented lines).
-_ASSERTION_TRACEBACK = re.compile(
-    r"Traceback \(most recent call last\):\n(?:[ \t].*\n)+AssertionError\n")
-
-
-def _without_closed_session_race(text: str) -> str:
-    """``text`` without Bokeh's tracebacks of a message handled, or a close noticed, on a
-    connection whose session was already detached (``assert self._session is not None``
-    in ``bokeh/server/connection.py``): a page closing while its last acknowledgement
-    is in flight. Bokeh raises it in its own protocol handler, before any code of the
-    app runs (seen once in six full runs of the browser tier; bokeh/bokeh#14720 is the
-    same family of connection-lost noise)."""
-    return _ASSERTION_TRACEBACK.sub(
-        lambda m: "" if ("bokeh/server/connection.py" in m.group(0)
-                         and "assert self._session is not None" in m.group(0))
-        else m.group(0), text)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -117,10 +78,7 @@ def app_server(tmp_path_factory):
     # tornado's write racing a browser closing its socket, Dask's cluster closing with the
     # server, Bokeh's handler on a detached session: nothing the app does or can catch;
     # ignore only those blocks
-    text = srv.log()
-    for race in _LOGGED_RACES:
-        text = race.sub("", text)
-    text = _without_closed_session_race(text)
+    text = without_logged_races(srv.log())
     assert "Traceback" not in text, text
 
 
@@ -128,10 +86,6 @@ def app_server(tmp_path_factory):
 def server(app_server):
     """URL of the shared server (:func:`app_server`)."""
     return app_server.url
-
-
-#: The closed-socket race with the line that logged it (its level and logger's prefix).
-_CLOSED_SOCKET_LINE = re.compile(r"[^\n]*" + _CLOSED_SOCKET_RACE.pattern, re.DOTALL)
 
 
 class LogSince:
@@ -143,8 +97,7 @@ class LogSince:
         self.server, self.mark = server, len(server.log())
 
     def text(self) -> str:
-        return _without_closed_session_race(
-            _CLOSED_SOCKET_LINE.sub("", self.server.log(self.mark)))
+        return without_pages_closing(self.server.log(self.mark))
 
     def errors(self) -> list[str]:
         """The lines with a Traceback or an ERROR."""
