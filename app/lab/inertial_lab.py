@@ -265,10 +265,7 @@ class InertialLab(pn.viewable.Viewer):
         s.param.update(**{k: r.settings[k] for k in (*FILE_SETTINGS, *changes)})
         self.kernel_input.value, self.value_input.value = s.kernel_diag, s.value_diag
         self.message.visible = False
-        if momentum:
-            self._show_momentum(r)
-        else:
-            self._show(r)
+        self._show(r, momentum)
         return True
 
     def _on_upload(self, event) -> None:
@@ -353,29 +350,21 @@ class InertialLab(pn.viewable.Viewer):
         """The figures on the page now, in order."""
         return [self.plot_area.figures[n] for n in self.plot_area.shown]
 
-    def _show_mode(self, momentum: bool) -> None:
-        self._momentum_shown = momentum
-        self._layout()
-
-    def _show_momentum(self, r) -> None:
-        """Show a :class:`~dynamics.inertial.momentum.MomentumResult` in the momentum
-        plots and the status line."""
+    def _show(self, r, momentum: bool) -> None:
+        """Show a result in the status line and its plots: a
+        :class:`~dynamics.inertial.momentum.MomentumResult` in the momentum plots
+        (``momentum``), else a :class:`~dynamics.inertial.experiments.LabResult` in the
+        attention plots."""
         self._ran, self.stale.visible = self._controls_now(), False
-        self.note.object = ""
-        with pn.io.hold():  # the plots first, then their data (see :meth:`_show`)
-            self._show_mode(True)
-            self.status.object = self.momentum_plots.show(r)
-
-    def _show(self, r) -> None:
-        """Show a :class:`~dynamics.inertial.experiments.LabResult` in the attention
-        plots and the status line."""
-        self._ran, self.stale.visible = self._controls_now(), False
-        self.note.object = softmax_note(r.messages)  # (the layout shows it or not)
+        # (the layout shows the softmax note or not)
+        self.note.object = "" if momentum else softmax_note(r.messages)
+        plots = self.momentum_plots if momentum else self.attention_plots
         # the plots on the page, then their data, in one message (data for plots the page
         # had dropped came first: "reference … isn't known" for each of their sources)
         with pn.io.hold():
-            self._show_mode(False)
-            self.status.object = self.attention_plots.show(r)
+            self._momentum_shown = momentum
+            self._layout()
+            self.status.object = plots.show(r)
 
     # ------------------------------------------------------------------ layout
     def _sidebar(self) -> Sidebar:
