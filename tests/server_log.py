@@ -33,9 +33,8 @@ _DASK_BATCHED_CLOSE_RACE = re.compile(
     r"The above exception was the direct cause of the following exception:\n\n)?"
     r"Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)+"
     r"distributed\.comm\.core\.CommClosedError[^\n]*\n")
-#: The blocks above, each a race logged by tornado or Dask with no code of the app running:
-#: left out of the shared server's log before it is checked for tracebacks.
-_LOGGED_RACES = (_CLOSED_SOCKET_RACE, _DASK_HEARTBEAT_RACE, _DASK_BATCHED_CLOSE_RACE)
+#: Dask's races, logged only as the server stops (its Sweep tab's cluster closing).
+_DASK_RACES = (_DASK_HEARTBEAT_RACE, _DASK_BATCHED_CLOSE_RACE)
 #: A traceback ending in an ``AssertionError`` (its frames are the indented lines).
 _ASSERTION_TRACEBACK = re.compile(
     r"Traceback \(most recent call last\):\n(?:[ \t].*\n)+AssertionError\n")
@@ -54,16 +53,17 @@ def _without_closed_session_race(text: str) -> str:
         else m.group(0), text)
 
 
-def without_logged_races(text: str) -> str:
-    """``text`` (a server's log) without the blocks of :data:`_LOGGED_RACES` and Bokeh's
-    closed-session assertion (:func:`_without_closed_session_race`); all else is kept."""
-    for race in _LOGGED_RACES:
-        text = race.sub("", text)
-    return _without_closed_session_race(text)
-
-
 def without_pages_closing(text: str) -> str:
     """``text`` (one test's share of a server's log) without the connection-lost noise of
     pages closing: tornado's closed-socket race with its log line, and Bokeh's
     closed-session assertion. Dask's blocks are kept: they come only as the server stops."""
     return _without_closed_session_race(_CLOSED_SOCKET_RACE.sub("", text))
+
+
+def without_logged_races(text: str) -> str:
+    """``text`` (a server's whole log, once it stopped) without the noise of pages closing
+    (:func:`without_pages_closing`) and Dask's races as its cluster closed
+    (:data:`_DASK_RACES`); all else is kept."""
+    for race in _DASK_RACES:
+        text = race.sub("", text)
+    return without_pages_closing(text)
